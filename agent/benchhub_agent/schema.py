@@ -1,0 +1,271 @@
+"""The payload schemas of PROTOCOL.md, defined once.
+
+The agent validates what it is about to sign; the server validates what it has verified. Both
+call `validate_submission` / `validate_registration`, which raise `SchemaViolation` naming the
+field at fault as a dotted path (`sweep.runs[2].rows[0].tg_tps`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+SCHEMA_VERSION = 1
+
+FLAGS = (
+    "degenerate_output",
+    "correctness_failed",
+    "high_spread",
+    "on_battery",
+    "low_power_mode",
+    "thermal_pressure",
+    "variant_output_mismatch",
+    "sweep_row_missing",
+)
+BACKENDS = ("metal", "cuda", "vulkan", "cpu")
+CORRECTNESS_STATUSES = ("pass", "fail", "not_run")
+
+HANDLE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}$"
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+RFC3339_UTC_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$"
+BASE64_KEY_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
+
+_str = {"type": "string", "maxLength": 200}
+_name = {"type": "string", "minLength": 1, "maxLength": 64}
+_count = {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
+_positive_number = {"type": "number", "minimum": 0}
+_hex64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_hex40 = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
+
+
+def _object(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [name for name in properties if name not in optional],
+        "additionalProperties": False,
+    }
+
+
+def _list(items: dict[str, Any], max_items: int, min_items: int = 0) -> dict[str, Any]:
+    return {"type": "array", "items": items, "minItems": min_items, "maxItems": max_items}
+
+
+REGISTRATION_SCHEMA: dict[str, Any] = _object(
+    {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "handle": {"type": "string", "pattern": HANDLE_PATTERN},
+        "public_key": {"type": "string", "pattern": BASE64_KEY_PATTERN},
+        "created_at": {"type": "string", "pattern": RFC3339_UTC_PATTERN},
+    }
+)
+
+MACHINE_SCHEMA = _object(
+    {
+        "os": {"enum": ["macOS", "Linux"]},
+        "os_version": _str,
+        "os_build": _str,
+        "arch": _str,
+        "chip": {"type": "string", "minLength": 1, "maxLength": 200},
+        "cpu_cores_performance": _count,
+        "cpu_cores_efficiency": _count,
+        "gpu_name": _str,
+        "gpu_cores": {"type": ["integer", "null"], "minimum": 0, "maximum": 100000},
+        "memory_bytes": _count,
+        "backend": {"enum": list(BACKENDS)},
+        "power_source": {"enum": ["ac", "battery", "unknown"]},
+        "low_power_mode": {"type": ["boolean", "null"]},
+        "thermal": {"enum": ["nominal", "pressure", "unknown"]},
+    },
+    optional=("os_build",),
+)
+
+MODEL_SCHEMA = _object(
+    {
+        "file_name": {"type": "string", "minLength": 1, "maxLength": 255},
+        "sha256": _hex64,
+        "size_bytes": _count,
+        "architecture": _str,
+        "n_params": _count,
+        "file_type": {"type": "string", "minLength": 1, "maxLength": 32},
+        "label": _str,
+        "tensor_bytes_by_type": {
+            "type": "object",
+            "maxProperties": 64,
+            "propertyNames": {"maxLength": 32},
+            "additionalProperties": _count,
+        },
+    },
+    optional=("label",),
+)
+
+VARIANT_SCHEMA = _object(
+    {
+        "name": _name,
+        "commit": _hex40,
+        "patches": _list(_object({"name": _name, "sha256": _hex64}), 16),
+        "env": {
+            "type": "object",
+            "maxProperties": 32,
+            "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"},
+            "additionalProperties": _str,
+        },
+    }
+)
+
+SWEEP_ROW_SCHEMA = _object(
+    {
+        "batch_size": {"type": "integer", "minimum": 1, "maximum": 4096},
+        "pp_tps": _positive_number,
+        "tg_tps": _positive_number,
+        "t_pp_s": _positive_number,
+        "t_tg_s": _positive_number,
+    }
+)
+
+SWEEP_SCHEMA = _object(
+    {
+        "tool": {"const": "llama-batched-bench"},
+        "npp": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+        "ntg": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+        "n_ctx": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
+        "flash_attn": {"type": "boolean"},
+        "n_gpu_layers": {"type": "integer", "minimum": -1, "maximum": 100_000},
+        "batch_sizes": _list({"type": "integer", "minimum": 1, "maximum": 4096}, 64, 1),
+        "order": {"const": "interleaved"},
+        "runs": _list(
+            _object(
+                {
+                    "variant": _name,
+                    "rep": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "seq": {"type": "integer", "minimum": 1, "maximum": 100_000},
+                    "exit_code": {"type": "integer", "minimum": -255, "maximum": 255},
+                    "rows": _list(SWEEP_ROW_SCHEMA, 64),
+                }
+            ),
+            512,
+            1,
+        ),
+    }
+)
+
+CORRECTNESS_SCHEMA = _object(
+    {
+        "variant": _name,
+        "tool": {"const": "test-backend-ops"},
+        "op": {"const": "MUL_MAT"},
+        "backend": {"type": "string", "minLength": 1, "maxLength": 64},
+        "status": {"enum": list(CORRECTNESS_STATUSES)},
+        "passed": _count,
+        "failed": _count,
+        "reason": {"type": "string", "maxLength": 2000},
+    },
+    optional=("reason",),
+)
+
+GENERATION_SCHEMA = _object(
+    {
+        "variant": _name,
+        "prompt_id": _name,
+        "n_tokens": _count,
+        "output_sha256": _hex64,
+        "degenerate": {"type": "boolean"},
+        "repetition_score": {"type": "number", "minimum": 0, "maximum": 1},
+        "identical_to_baseline": {"type": "boolean"},
+    }
+)
+
+SUBMISSION_SCHEMA: dict[str, Any] = _object(
+    {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "nonce": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+        "created_at": {"type": "string", "pattern": RFC3339_UTC_PATTERN},
+        "agent": _object({"name": _name, "version": _name}),
+        "campaign": {"type": "string", "pattern": SLUG_PATTERN},
+        "machine": MACHINE_SCHEMA,
+        "model": MODEL_SCHEMA,
+        "llama_cpp": _object(
+            {
+                "repo": {"type": "string", "minLength": 1, "maxLength": 500},
+                "build_type": _str,
+                "cmake_flags": _list({"type": "string", "maxLength": 500}, 64),
+                "compiler": _str,
+            }
+        ),
+        "variants": _list(VARIANT_SCHEMA, 16, 1),
+        "sweep": SWEEP_SCHEMA,
+        "correctness": _list(CORRECTNESS_SCHEMA, 64),
+        "generation": _list(GENERATION_SCHEMA, 256),
+        "flags": {"type": "array", "items": {"enum": list(FLAGS)}, "maxItems": len(FLAGS), "uniqueItems": True},
+    }
+)
+
+
+class SchemaViolation(ValueError):
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}" if field else detail)
+        self.field = field
+        self.detail = detail
+
+
+def _path(parts: Any) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _raise_first(schema: dict[str, Any], obj: Any) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    if not errors:
+        return
+    error = errors[0]
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        if extra:
+            raise SchemaViolation(_path([*path, extra[0]]), "unknown field")
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        raise SchemaViolation(_path([*path, missing]), "required field is missing")
+    raise SchemaViolation(_path(path), error.message[:300])
+
+
+def validate_registration(obj: Any) -> None:
+    _raise_first(REGISTRATION_SCHEMA, obj)
+
+
+def validate_submission(obj: Any) -> None:
+    """Schema v1 plus the cross-references a schema cannot express."""
+    _raise_first(SUBMISSION_SCHEMA, obj)
+    names = [variant["name"] for variant in obj["variants"]]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise SchemaViolation(f"variants[{index}].name", f"variant {name!r} appears twice")
+    batch_sizes = obj["sweep"]["batch_sizes"]
+    if len(set(batch_sizes)) != len(batch_sizes):
+        raise SchemaViolation("sweep.batch_sizes", "batch sizes must be distinct")
+    seqs = [run["seq"] for run in obj["sweep"]["runs"]]
+    if len(set(seqs)) != len(seqs):
+        raise SchemaViolation("sweep.runs", "seq values must be distinct")
+    seen_reps: set[tuple[str, int]] = set()
+    for index, run in enumerate(obj["sweep"]["runs"]):
+        if run["variant"] not in names:
+            raise SchemaViolation(f"sweep.runs[{index}].variant", f"{run['variant']!r} is not one of variants")
+        if (run["variant"], run["rep"]) in seen_reps:
+            raise SchemaViolation(f"sweep.runs[{index}].rep", "the same variant and rep appear twice")
+        seen_reps.add((run["variant"], run["rep"]))
+        row_sizes = [row["batch_size"] for row in run["rows"]]
+        for row_index, size in enumerate(row_sizes):
+            if size not in batch_sizes or size in row_sizes[:row_index]:
+                raise SchemaViolation(
+                    f"sweep.runs[{index}].rows[{row_index}].batch_size",
+                    "batch size is not in sweep.batch_sizes or appears twice in one run",
+                )
+    for section in ("correctness", "generation"):
+        for index, entry in enumerate(obj[section]):
+            if entry["variant"] not in names:
+                raise SchemaViolation(f"{section}[{index}].variant", f"{entry['variant']!r} is not one of variants")

@@ -1,0 +1,46 @@
+# benchhub: `make help` lists the verbs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+FIXTURES ?= $(HOME)/.cache/benchhub-fixtures
+export BENCHHUB_FIXTURES ?= $(FIXTURES)
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint typecheck fixtures services migrations-check e2e
+
+help:  ## list the verbs
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ./agent -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed  ## create .venv and install the service, the agent and the dev tools
+
+run: install  ## start the site on the embedded default (SQLite, in-process tasks) with demo data, on :8000
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+fixtures: install  ## fetch llama.cpp at the pinned commit and the Gemma 3 270M model into $(FIXTURES)
+	PYTHON=$(BIN)/python scripts/fixtures.sh
+
+services:  ## start PostgreSQL and Redis on this machine if they are not running
+	scripts/services.sh
+
+lint: install  ## ruff and the migrations check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+typecheck: install  ## mypy over the service and the agent
+	$(BIN)/mypy benchhub agent/benchhub_agent
+
+test: install services fixtures lint typecheck  ## the whole test suite on PostgreSQL and Redis (what CI runs)
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest

@@ -37,8 +37,8 @@ class ReferenceRow(models.Model):
     objects = ReferenceRowQuerySet.as_manager()
 
     class Meta:
-        ordering = ["campaign_slug", "chip", "model_label", "variant", "batch_size"]
-        constraints = [
+        ordering = ("campaign_slug", "chip", "model_label", "variant", "batch_size")
+        constraints = (
             models.UniqueConstraint(
                 fields=["campaign_slug", "machine_label", "model_label", "variant", "batch_size"],
                 name="reference_row_unique_measurement",
@@ -47,8 +47,8 @@ class ReferenceRow(models.Model):
                 condition=models.Q(baseline_tg_tps__gt=0) & models.Q(tg_tps__gt=0),
                 name="reference_row_positive_throughput",
             ),
-        ]
-        indexes = [models.Index(fields=["campaign_slug", "chip"])]
+        )
+        indexes = (models.Index(fields=["campaign_slug", "chip"]),)
 
     def __str__(self) -> str:
         return f"{self.machine_label} {self.model_label} BS{self.batch_size} (published)"

@@ -1,0 +1,32 @@
+"""Exit codes (one IntEnum, listed in `--help`) and the one error type the CLI turns into them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1  # an unexpected failure: a bug, reported in one sentence with the log's path
+    USAGE = 2  # bad command-line arguments (Click's own code)
+    BAD_MODEL = 3  # the model file is missing, not GGUF or truncated
+    CAMPAIGN = 4  # the campaign manifest or a patch could not be had or did not verify
+    SOURCE = 5  # llama.cpp could not be fetched, or a patch does not apply
+    BUILD = 6  # CMake configure or build failed
+    MISSING_TOOL = 7  # git, cmake, a compiler... is missing: `benchhub-agent doctor` says how to fix it
+    UPLOAD = 8  # the server refused the result or could not be reached; it stays in the outbox
+    VERIFY = 9  # `verify`: the envelope does not verify
+    INTERRUPTED = 130  # Ctrl-C
+
+
+def exit_codes_help() -> str:
+    return "\n".join(f"{code.value:>4}  {code.name.lower().replace('_', ' ')}" for code in ExitCode)
+
+
+class AgentError(Exception):
+    """A failure the user can act on: one sentence, one exit code."""
+
+    def __init__(self, code: ExitCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message

@@ -1,0 +1,188 @@
+"""Running the llama.cpp binaries, and pure parsers of what they print.
+
+The parsers take text and return values; they are tested on real captured outputs
+(tests/agent/fixtures/), including aborted runs and builds without the requested backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import AgentError, ExitCode
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    args: tuple[str, ...]
+    exit_code: int  # shell convention: 128 + signal number when the tool was killed (abort = 134)
+    stdout: str
+    stderr: str
+    seconds: float
+    log_stem: Path
+
+
+def run_tool(
+    args: list[str], log_stem: Path, env: dict[str, str] | None = None, timeout: float | None = None
+) -> ToolRun:
+    """Run one tool with its output kept next to the result (`<stem>.stdout/.stderr/.cmd`).
+
+    The child runs in its own session so that a Ctrl-C reaches the agent, which then ends the child
+    itself and re-raises: no orphan keeps the GPU busy after the agent is gone."""
+    log_stem.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, **(env or {})}
+    env_prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted((env or {}).items()))
+    Path(f"{log_stem}.cmd").write_text(f"{env_prefix} {shlex.join(args)}".strip() + "\n")
+    started = time.monotonic()
+    try:
+        with (
+            open(f"{log_stem}.stdout", "wb") as out,
+            open(f"{log_stem}.stderr", "wb") as err,
+        ):
+            process = subprocess.Popen(args, stdout=out, stderr=err, env=full_env, start_new_session=True)
+            try:
+                code = process.wait(timeout=timeout)
+            except BaseException:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise
+    except FileNotFoundError as error:
+        raise AgentError(ExitCode.MISSING_TOOL, f"{args[0]} is not there: {error.strerror}.") from error
+    except subprocess.TimeoutExpired:
+        code = 128 + signal.SIGKILL
+    stdout = Path(f"{log_stem}.stdout").read_text(errors="replace")
+    stderr = Path(f"{log_stem}.stderr").read_text(errors="replace")
+    exit_code = 128 - code if code < 0 else code
+    return ToolRun(tuple(args), exit_code, stdout, stderr, time.monotonic() - started, log_stem)
+
+
+def parse_batched_bench_jsonl(stdout: str) -> list[dict[str, Any]]:
+    """Rows of `llama-batched-bench --output-format jsonl`, in the order printed.
+
+    Only lines that are JSON objects with a batch size count: an aborting run interleaves gdb's
+    backtrace with the rows on stdout."""
+    rows: list[dict[str, Any]] = []
+    for line in stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or "pl" not in record:
+            continue
+        rows.append(
+            {
+                "batch_size": int(record["pl"]),
+                "pp_tps": float(record["speed_pp"]),
+                "tg_tps": float(record["speed_tg"]),
+                "t_pp_s": float(record["t_pp"]),
+                "t_tg_s": float(record["t_tg"]),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class Correctness:
+    status: str  # "pass" | "fail" | "not_run"
+    passed: int
+    failed: int
+    reason: str | None
+
+
+_CASE = re.compile(r"^\s+[A-Z_]+\(.*\): (.*)$")
+_BACKEND = re.compile(r"^Backend \d+/\d+: (\S+)")
+_BACKEND_STATUS = re.compile(r"^\s+Backend (\S+): (OK|FAIL)")
+# What Metal prints when a kernel does not compile, and how ggml says it gives up: the reason to show.
+_KERNEL_DID_NOT_COMPILE = re.compile(r"error compiling source|failed to compile pipeline")
+_STDERR_REASONS = re.compile(
+    r"error compiling source|failed to compile pipeline|error:|GGML_ASSERT|ggml_abort|Failed to initialize|"
+    r"failed to allocate"
+)
+
+
+def parse_test_backend_ops(stdout: str, stderr: str, exit_code: int, device: str) -> Correctness:
+    """Outcome of `test-backend-ops -o MUL_MAT -b <device>` for that device.
+
+    `pass` needs the device to have been tested, at least one case to pass, none to fail and a clean
+    exit. A device that was skipped or absent is `not_run` (test-backend-ops still prints OK then).
+    A crash, for instance a Metal kernel of a patch that does not compile, is `fail` with the message."""
+    text = ANSI_ESCAPE.sub("", stdout)
+    current: str | None = None
+    tested = False
+    passed = failed = 0
+    device_status: str | None = None
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        backend = _BACKEND.match(line)
+        if backend:
+            current = backend.group(1)
+            following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            tested = tested or (current == device and not following.startswith("Skipping"))
+            continue
+        if current != device:
+            continue
+        status = _BACKEND_STATUS.match(line)
+        if status and status.group(1) == device:
+            device_status = status.group(2)
+            continue
+        case = _CASE.match(line)
+        if case:
+            outcome = case.group(1).strip()
+            if outcome.endswith("OK"):
+                passed += 1
+            elif outcome.endswith("FAIL"):
+                failed += 1
+    crashed = exit_code != 0 and (tested or exit_code > 128)
+    crashed = crashed or bool(_KERNEL_DID_NOT_COMPILE.search(stderr))
+    if not tested and not crashed:
+        return Correctness("not_run", 0, 0, f"test-backend-ops found no {device} device to test in this build")
+    if failed or crashed or device_status == "FAIL":
+        return Correctness("fail", passed, failed, _failure_reason(stderr, exit_code, failed))
+    if passed == 0:
+        return Correctness("not_run", 0, 0, f"no MUL_MAT case is supported on {device}")
+    return Correctness("pass", passed, 0, None)
+
+
+def _failure_reason(stderr: str, exit_code: int, failed: int) -> str:
+    messages = [line.strip() for line in stderr.splitlines() if _STDERR_REASONS.search(line)]
+    parts = [f"{failed} MUL_MAT case(s) failed"] if failed else []
+    if exit_code != 0:
+        parts.append(f"test-backend-ops exited with {exit_code}")
+    parts.extend(dict.fromkeys(messages))  # keep order, drop repeats
+    return "; ".join(parts)[:2000]
+
+
+_SAMPLED = re.compile(r"samplers time =\s*[\d.]+ ms /\s*(\d+) tokens")
+_PROMPT = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+def parse_completion_token_count(stderr: str) -> int | None:
+    """Tokens generated by `llama-completion`: what the samplers saw minus the prompt."""
+    sampled = _SAMPLED.search(stderr)
+    prompt = _PROMPT.search(stderr)
+    if not sampled or not prompt:
+        return None
+    return max(0, int(sampled.group(1)) - int(prompt.group(1)))
+
+
+_VERSION = re.compile(r"version: (\S+) \(build \d+, commit (\w+)\)")
+_BUILT_WITH = re.compile(r"built with (.+?) for (\S+)")
+
+
+def parse_version(stderr: str) -> tuple[str | None, str | None]:
+    """(short commit, compiler) from `llama-completion --version`, which prints to stderr."""
+    version = _VERSION.search(stderr)
+    built = _BUILT_WITH.search(stderr)
+    return (version.group(2) if version else None, built.group(1) if built else None)

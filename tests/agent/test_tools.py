@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from benchhub_agent.errors import AgentError, ExitCode
+from benchhub_agent.tools import (
+    parse_batched_bench_jsonl,
+    parse_completion_token_count,
+    parse_test_backend_ops,
+    parse_version,
+    run_tool,
+)
+
+Recorded = Callable[[str], str]
+
+
+def test_it_parses_every_row_of_a_clean_batched_bench_run(recorded: Recorded) -> None:
+    rows = parse_batched_bench_jsonl(recorded("cpu/batched-bench.jsonl.stdout"))
+    assert [row["batch_size"] for row in rows] == [1, 2, 3, 4, 5, 8]
+    expected = {"batch_size": 4, "pp_tps": 1552.804443, "tg_tps": 120.133881, "t_pp_s": 0.329726, "t_tg_s": 1.065478}
+    assert rows[3] == expected
+
+
+def test_it_keeps_the_rows_printed_before_an_abort_and_ignores_the_backtrace(recorded: Recorded) -> None:
+    rows = parse_batched_bench_jsonl(recorded("cpu/batched-bench.ctx-too-small.stdout"))
+    assert [row["batch_size"] for row in rows] == [1, 2]
+    assert rows[1]["tg_tps"] == 89.015610
+
+
+def test_it_parses_the_cuda_sweep(recorded: Recorded) -> None:
+    rows = parse_batched_bench_jsonl(recorded("cuda-h200/bb-cuda-IQ2_XXS.jsonl"))
+    assert [row["batch_size"] for row in rows] == [1, 2, 3, 4, 5, 8, 9, 12, 16]
+    assert rows[0]["tg_tps"] == 510.725220
+
+
+def test_it_passes_cuda_only_when_cuda0_was_tested_and_all_cases_passed(recorded: Recorded) -> None:
+    result = parse_test_backend_ops(
+        recorded("cuda-h200/tbo-cuda-mulmat.stdout"), recorded("cuda-h200/tbo-cuda-mulmat.stderr"), 0, "CUDA0"
+    )
+    assert (result.status, result.passed, result.failed) == ("pass", 122, 0)
+
+
+def test_it_counts_the_cases_of_the_default_run_on_cuda0(recorded: Recorded) -> None:
+    result = parse_test_backend_ops(recorded("cuda-h200/tbo-default.head-tail.stdout"), "", 0, "CUDA0")
+    assert result.status == "pass"
+    assert result.passed > 0
+
+
+def test_it_reports_not_run_when_a_cpu_only_build_prints_ok_having_tested_nothing(recorded: Recorded) -> None:
+    result = parse_test_backend_ops(recorded("cpu/test-backend-ops.cpu-only.stdout"), "", 0, "MTL0")
+    assert result.status == "not_run"
+    assert result.passed == 0
+    assert result.reason and "MTL0" in result.reason
+
+
+def test_it_reports_not_run_when_the_device_is_missing_from_a_real_multi_device_run(recorded: Recorded) -> None:
+    result = parse_test_backend_ops(recorded("cuda-h200/tbo-cuda-mulmat.stdout"), "", 0, "MTL0")
+    assert result.status == "not_run"
+
+
+def test_it_counts_the_cpu_backend_against_itself(recorded: Recorded) -> None:
+    result = parse_test_backend_ops(recorded("cpu/test-backend-ops.b-cpu.stdout.gz"), "", 0, "CPU")
+    assert (result.status, result.passed, result.failed) == ("pass", 1330, 0)
+
+
+def test_it_fails_on_a_failed_case_and_says_how_many(recorded: Recorded) -> None:
+    stdout = recorded("cuda-h200/tbo-cuda-mulmat.stdout").replace(
+        "m=16,n=3,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0,m_v=0,pad=0): \x1b[1;32mOK",
+        "m=16,n=3,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0,m_v=0,pad=0): \x1b[1;31mFAIL",
+        1,
+    )
+    result = parse_test_backend_ops(stdout, "", 1, "CUDA0")
+    assert (result.status, result.passed, result.failed) == ("fail", 121, 1)
+    assert result.reason and "1 MUL_MAT case(s) failed" in result.reason
+
+
+def test_it_fails_with_the_compiler_message_when_a_metal_kernel_does_not_compile(recorded: Recorded) -> None:
+    # Constructed from the format strings of ggml-metal-device.m at 0c1e570 (no Mac here to record one):
+    # the library fails to compile, no MTL0 device comes up, test-backend-ops exits 0 having tested nothing.
+    stderr = (
+        "ggml_metal_library_init: error compiling source: Error Domain=MTLLibraryErrorDomain Code=3 "
+        "\"program_source:6120:5: error: use of undeclared identifier 'dequantize_iq2_xxs_t4'\"\n"
+    )
+    result = parse_test_backend_ops(recorded("cpu/test-backend-ops.cpu-only.stdout"), stderr, 0, "MTL0")
+    assert result.status == "fail"
+    assert result.reason and "undeclared identifier 'dequantize_iq2_xxs_t4'" in result.reason
+
+
+def test_it_fails_when_test_backend_ops_is_killed_mid_run(recorded: Recorded) -> None:
+    stdout = "\n".join(recorded("cuda-h200/tbo-cuda-mulmat.stdout").splitlines()[:20])
+    result = parse_test_backend_ops(stdout, "GGML_ASSERT(buf != NULL) failed\n", 134, "CUDA0")
+    assert result.status == "fail"
+    assert result.reason and "exited with 134" in result.reason and "GGML_ASSERT" in result.reason
+
+
+def test_it_counts_generated_tokens_from_the_completion_log(recorded: Recorded) -> None:
+    assert parse_completion_token_count(recorded("cpu/completion.gemma-270m-IQ2_XXS.stderr")) == 96
+    assert parse_completion_token_count(recorded("cuda-h200/completion-random.stderr")) == 48
+    assert parse_completion_token_count("no perf lines") is None
+
+
+def test_it_reads_commit_and_compiler_from_the_version_banner(recorded: Recorded) -> None:
+    assert parse_version(recorded("cpu/version.stderr")) == ("0c1e570", "GNU 12.2.0")
+
+
+def test_it_runs_a_tool_keeping_its_logs_and_the_exit_code_of_an_abort(tmp_path: Path) -> None:
+    script = "import os, sys; print('row'); sys.stderr.write('boom'); sys.stdout.flush(); os.abort()"
+    run = run_tool([sys.executable, "-c", script], tmp_path / "logs" / "abort", env={"X_TEST": "1"})
+    assert run.exit_code == 134
+    assert run.stdout == "row\n"
+    assert (tmp_path / "logs" / "abort.stderr").read_text() == "boom"
+    assert "X_TEST=1" in (tmp_path / "logs" / "abort.cmd").read_text()
+
+
+def test_it_names_a_missing_binary(tmp_path: Path) -> None:
+    with pytest.raises(AgentError) as caught:
+        run_tool([str(tmp_path / "nope")], tmp_path / "x")
+    assert caught.value.code == ExitCode.MISSING_TOOL

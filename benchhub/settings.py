@@ -91,8 +91,47 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # Where the patch files the campaigns measure live (served with their sha256).
 PATCHES_DIR = Path(os.environ.get("BENCHHUB_PATCHES_DIR", BASE_DIR / "patches"))
 
-# Celery: with REDIS_URL a real broker and worker; without it tasks run in-process.
 REDIS_URL = os.environ.get("REDIS_URL", "")
+
+# Ingest limits and throttles (PROTOCOL.md section 4). Rates are DRF strings: "<n>/<second|minute|hour|day>".
+BENCHHUB_MAX_BODY_BYTES = int(os.environ.get("BENCHHUB_MAX_BODY_BYTES", str(1024 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHHUB_MAX_BODY_BYTES
+BENCHHUB_THROTTLE_ADDRESS = os.environ.get("BENCHHUB_THROTTLE_ADDRESS", "120/hour")
+BENCHHUB_THROTTLE_KEY = os.environ.get("BENCHHUB_THROTTLE_KEY", "60/hour")
+# How many reverse proxies in front of the service append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
+BENCHHUB_TRUSTED_PROXY_COUNT = int(os.environ.get("BENCHHUB_TRUSTED_PROXY_COUNT", "0"))
+# A submission whose cells are still unrefreshed this long after it arrived is re-queued by the sweeper.
+BENCHHUB_SWEEPER_GRACE_SECONDS = int(os.environ.get("BENCHHUB_SWEEPER_GRACE_SECONDS", "60"))
+BENCHHUB_SWEEPER_INTERVAL_SECONDS = float(os.environ.get("BENCHHUB_SWEEPER_INTERVAL_SECONDS", "60"))
+# A variant whose reps differ by more than this fraction of their median is flagged high_spread.
+BENCHHUB_HIGH_SPREAD = float(os.environ.get("BENCHHUB_HIGH_SPREAD", "0.05"))
+
+# Throttle counters must be shared by every gunicorn worker: Redis when there is one.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "benchhub.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "benchhub API",
+    "DESCRIPTION": "Signed, crowd-sourced A/B benchmarks of llama.cpp patches. The wire protocol is PROTOCOL.md.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Celery: with REDIS_URL a real broker and worker; without it tasks run in-process.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
@@ -101,6 +140,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "benchhub")
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stale-submissions": {
+        "task": "benchhub.results.tasks.requeue_stale_submissions",
+        "schedule": BENCHHUB_SWEEPER_INTERVAL_SECONDS,
+    }
+}
 
 # Security when deployed (DEBUG off): `manage.py check --deploy` must report nothing.
 if not DEBUG:

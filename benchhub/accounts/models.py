@@ -1,0 +1,68 @@
+"""Contributors, their signing keys and the moderators' audit trail."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models.functions import Lower
+
+
+class Contributor(models.Model):
+    """A public identity. Handles compare case-insensitively but keep the spelling first registered."""
+
+    handle = models.CharField(max_length=39)
+    is_demo = models.BooleanField(default=False, help_text="Made by seed_demo; never a real measurement.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = (models.UniqueConstraint(Lower("handle"), name="contributor_handle_ci_unique"),)
+        ordering = ("handle",)
+
+    def __str__(self) -> str:
+        return self.handle
+
+
+class PublicKeyQuerySet(models.QuerySet["PublicKey"]):
+    def usable(self) -> PublicKeyQuerySet:
+        return self.filter(banned=False)
+
+
+class PublicKey(models.Model):
+    """An Ed25519 key; one per contributor machine. `keyid` is the hex SHA-256 of the raw key."""
+
+    keyid = models.CharField(max_length=64, unique=True)
+    public_key = models.BinaryField(max_length=32)
+    contributor = models.ForeignKey(Contributor, on_delete=models.PROTECT, related_name="keys")
+    banned = models.BooleanField(default=False, help_text="Later submissions signed by a banned key get 403.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PublicKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.keyid[:16]}… ({self.contributor.handle})"
+
+
+class ModerationEvent(models.Model):
+    """Append-only: who did what to which submission or key, when, and why."""
+
+    class Action(models.TextChoices):
+        HIDE_SUBMISSION = "hide_submission", "hide submission"
+        UNHIDE_SUBMISSION = "unhide_submission", "unhide submission"
+        BAN_KEY = "ban_key", "ban key"
+        UNBAN_KEY = "unban_key", "unban key"
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150, help_text="Kept even if the user account goes away.")
+    action = models.CharField(max_length=32, choices=Action.choices)
+    target = models.CharField(max_length=100, help_text="Submission id or keyid.")
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} {self.action} {self.target}"

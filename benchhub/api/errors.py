@@ -1,0 +1,64 @@
+"""Every API error is `{"error": <code>, "detail": <sentence>, ...}` (PROTOCOL.md), never HTML."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ApiError(exceptions.APIException):
+    """A refusal with a machine code and, where one part of the input is at fault, its field."""
+
+    def __init__(self, http_status: int, code: str, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.status_code = http_status
+        self.code = code
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "detail": str(self.detail)}
+        if self.field:
+            body["field"] = self.field
+        return body
+
+
+def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"error": code, "detail": detail, **extra}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApiError):
+        return Response(exc.body(), status=exc.status_code)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.Throttled):
+        response.data = error_body("throttled", str(exc.detail), retry_after=getattr(exc, "wait", None))
+    elif isinstance(exc, exceptions.ValidationError):
+        field, message = _first_error(exc.detail)
+        response.data = error_body("invalid", message, field=field)
+    elif isinstance(exc, exceptions.APIException):
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        response.data = error_body(str(exc.default_code), detail)
+    return response
+
+
+def _first_error(detail: Any, prefix: str = "") -> tuple[str, str]:
+    if isinstance(detail, dict) and detail:
+        key, value = next(iter(detail.items()))
+        return _first_error(value, f"{prefix}.{key}" if prefix else str(key))
+    if isinstance(detail, list) and detail:
+        return _first_error(detail[0], prefix)
+    return prefix, str(detail)
+
+
+def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(error_body("not_found", "No such resource."), status=status.HTTP_404_NOT_FOUND)
+
+
+def json_server_error(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(error_body("server_error", "The server failed; it has been logged."), status=500)

@@ -1,0 +1,283 @@
+"""The results domain: campaigns, what was received (immutable) and what is derived from it.
+
+Derived tables (Measurement, LeaderboardCell) can always be rebuilt from RawEnvelope rows with
+`manage.py rebuild_cells`; pages and the API read cells and never aggregate raw rows per request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import models
+from django.db.models import F
+from django.db.models.functions import Coalesce
+
+from benchhub.accounts.models import Contributor, PublicKey
+
+
+class Campaign(models.Model):
+    """One A/B campaign; `definition` is the JSON of agent/benchhub_agent/data/campaigns/<slug>.json."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    repo = models.URLField(max_length=500)
+    baseline = models.CharField(max_length=64)
+    definition = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("slug",)
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def variant_names(self) -> list[str]:
+        return [variant["name"] for variant in self.definition["variants"]]
+
+
+class Machine(models.Model):
+    """Hardware and OS facts; identical machines share a row (keyed by `fingerprint`)."""
+
+    fingerprint = models.CharField(max_length=64, unique=True, help_text="sha256 of the canonical facts")
+    os = models.CharField(max_length=16)
+    os_version = models.CharField(max_length=200)
+    os_build = models.CharField(max_length=200, blank=True)
+    arch = models.CharField(max_length=200)
+    chip = models.CharField(max_length=200, db_index=True)
+    cpu_cores_performance = models.PositiveIntegerField()
+    cpu_cores_efficiency = models.PositiveIntegerField()
+    gpu_name = models.CharField(max_length=200)
+    gpu_cores = models.PositiveIntegerField(null=True)
+    memory_bytes = models.BigIntegerField()
+    backend = models.CharField(max_length=16)
+
+    def __str__(self) -> str:
+        cores = f" {self.gpu_cores}-core GPU" if self.gpu_cores else ""
+        return f"{self.chip}{cores}, {self.memory_bytes // 2**30} GiB ({self.backend})"
+
+
+class ModelFile(models.Model):
+    """A GGUF file, identified by the sha256 of its bytes."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    file_name = models.CharField(max_length=255)
+    architecture = models.CharField(max_length=200)
+    n_params = models.BigIntegerField()
+    file_type = models.CharField(max_length=32, db_index=True)
+    size_bytes = models.BigIntegerField()
+    tensor_bytes_by_type = models.JSONField(default=dict)
+    label = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return self.label or self.file_name
+
+
+class SubmissionQuerySet(models.QuerySet["Submission"]):
+    def public(self) -> SubmissionQuerySet:
+        return self.filter(hidden=False)
+
+
+class Submission(models.Model):
+    class Status(models.TextChoices):
+        ACCEPTED = "accepted"
+        FLAGGED = "flagged"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="submissions")
+    contributor = models.ForeignKey(Contributor, on_delete=models.PROTECT, related_name="submissions")
+    key = models.ForeignKey(PublicKey, on_delete=models.PROTECT, related_name="submissions")
+    machine = models.ForeignKey(Machine, on_delete=models.PROTECT, related_name="submissions")
+    model_file = models.ForeignKey(ModelFile, on_delete=models.PROTECT, related_name="submissions")
+    nonce = models.CharField(max_length=32)
+    payload_sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(help_text="When the agent assembled the result (its clock).")
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    hidden = models.BooleanField(default=False, help_text="Hidden by a moderator: left out of every cell.")
+    flags = models.JSONField(default=list, help_text="Agent flags and server-derived flags, sorted.")
+    is_demo = models.BooleanField(default=False)
+    agent_name = models.CharField(max_length=64)
+    agent_version = models.CharField(max_length=64)
+    power_source = models.CharField(max_length=16)
+    low_power_mode = models.BooleanField(null=True)
+    thermal = models.CharField(max_length=16)
+    llama_cpp = models.JSONField(help_text="repo, build_type, cmake_flags, compiler")
+    sweep_settings = models.JSONField(help_text="npp, ntg, n_ctx, flash_attn, n_gpu_layers, batch_sizes, order")
+    cells_refreshed_at = models.DateTimeField(
+        null=True, blank=True, help_text="Null until the cells this submission touches are recomputed."
+    )
+
+    objects = SubmissionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("-received_at", "-id")
+        constraints = (models.UniqueConstraint(fields=["key", "nonce"], name="submission_key_nonce_unique"),)
+        indexes = (models.Index(fields=["cells_refreshed_at", "received_at"]),)
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class RawEnvelope(models.Model):
+    """The exact bytes received, written once in the ingest transaction and never changed."""
+
+    submission = models.OneToOneField(Submission, primary_key=True, on_delete=models.PROTECT, related_name="raw")
+    body = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("Raw envelopes are immutable.")
+        super().save(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return f"envelope of {self.submission_id}"
+
+
+class SubmissionVariant(models.Model):
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="variants")
+    position = models.PositiveSmallIntegerField(help_text="0 is the baseline")
+    name = models.CharField(max_length=64)
+    commit = models.CharField(max_length=40)
+    patches = models.JSONField(default=list)
+    env = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ("submission", "position")
+        constraints = (models.UniqueConstraint(fields=["submission", "name"], name="variant_name_unique"),)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SweepRun(models.Model):
+    """One llama-batched-bench invocation of one variant (one rep)."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="sweep_runs")
+    variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="runs")
+    rep = models.PositiveSmallIntegerField()
+    seq = models.PositiveIntegerField()
+    exit_code = models.SmallIntegerField()
+
+    class Meta:
+        ordering = ("submission", "seq")
+
+
+class SweepRow(models.Model):
+    run = models.ForeignKey(SweepRun, on_delete=models.CASCADE, related_name="rows")
+    batch_size = models.PositiveIntegerField()
+    pp_tps = models.FloatField()
+    tg_tps = models.FloatField()
+    t_pp_s = models.FloatField()
+    t_tg_s = models.FloatField()
+
+    class Meta:
+        ordering = ("run", "batch_size")
+
+
+class CorrectnessCheck(models.Model):
+    class Status(models.TextChoices):
+        PASS = "pass"
+        FAIL = "fail"
+        NOT_RUN = "not_run"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="correctness")
+    variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="correctness")
+    tool = models.CharField(max_length=64)
+    op = models.CharField(max_length=32)
+    backend = models.CharField(max_length=64)
+    status = models.CharField(max_length=8, choices=Status.choices)
+    passed = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField()
+    reason = models.TextField(blank=True)
+
+
+class GenerationCheck(models.Model):
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="generation")
+    variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="generation")
+    prompt_id = models.CharField(max_length=64)
+    n_tokens = models.PositiveIntegerField()
+    output_sha256 = models.CharField(max_length=64)
+    degenerate = models.BooleanField()
+    repetition_score = models.FloatField()
+    identical_to_baseline = models.BooleanField()
+
+
+class Measurement(models.Model):
+    """One submission x variant x batch size, with the chip/quant/variant denormalised so that
+    refreshing a cell and filtering the API are single indexed queries."""
+
+    class Excluded(models.TextChoices):
+        NONE = "", "included"
+        CORRECTNESS_FAILED = "correctness_failed"
+        DEGENERATE_OUTPUT = "degenerate_output"
+        HIDDEN = "hidden"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements")
+    variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    contributor = models.ForeignKey(Contributor, on_delete=models.CASCADE, related_name="+")
+    chip = models.CharField(max_length=200)
+    gpu_cores = models.PositiveIntegerField(null=True)
+    quant = models.CharField(max_length=32)
+    variant_name = models.CharField(max_length=64)
+    batch_size = models.PositiveIntegerField()
+    tg_tps = models.FloatField(help_text="median over reps")
+    baseline_tg_tps = models.FloatField(null=True, help_text="the baseline's median at this batch size")
+    speedup = models.FloatField(null=True, help_text="tg_tps / baseline_tg_tps (paired within the submission)")
+    spread = models.FloatField(help_text="(max - min) / median over reps")
+    n_reps = models.PositiveSmallIntegerField()
+    correctness_status = models.CharField(max_length=8, help_text="pass, fail, not_run or missing")
+    excluded_reason = models.CharField(max_length=32, choices=Excluded.choices, blank=True, default="")
+
+    class Meta:
+        ordering = ("submission", "variant__position", "batch_size")
+        constraints = (
+            models.UniqueConstraint(fields=["submission", "variant_name", "batch_size"], name="measurement_unique"),
+        )
+        indexes = (models.Index(fields=["campaign", "chip", "gpu_cores", "quant", "variant_name", "batch_size"]),)
+
+
+class LeaderboardCell(models.Model):
+    """The aggregate of PROTOCOL.md section 5 for one (campaign, chip, gpu_cores, quant, variant,
+    batch size); recomputed by Celery only for the cells a submission touches."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="cells")
+    chip = models.CharField(max_length=200)
+    gpu_cores = models.PositiveIntegerField(null=True)
+    quant = models.CharField(max_length=32)
+    variant = models.CharField(max_length=64)
+    batch_size = models.PositiveIntegerField()
+    baseline_tg_tps = models.FloatField(null=True)
+    tg_tps = models.FloatField(null=True)
+    speedup = models.FloatField(null=True)
+    ci_low = models.FloatField(null=True)
+    ci_high = models.FloatField(null=True)
+    n_submissions = models.PositiveIntegerField(default=0)
+    n_contributors = models.PositiveIntegerField(default=0)
+    n_excluded_correctness = models.PositiveIntegerField(default=0)
+    n_excluded_degenerate = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("campaign", "chip", "gpu_cores", "quant", "batch_size", "variant")
+        constraints = (
+            # gpu_cores is null off Apple GPUs; Coalesce makes two nulls collide, on PostgreSQL and SQLite.
+            models.UniqueConstraint(
+                F("campaign"),
+                F("chip"),
+                Coalesce("gpu_cores", -1),
+                F("quant"),
+                F("variant"),
+                F("batch_size"),
+                name="leaderboard_cell_unique",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.chip}/{self.gpu_cores}/{self.quant}/{self.variant}/BS{self.batch_size}"

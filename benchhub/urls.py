@@ -6,3 +6,6 @@ urlpatterns = [
     path("api/v1/", include("benchhub.api.urls")),
     path("", include("benchhub.web.urls")),
 ]
+
+handler404 = "benchhub.api.errors.not_found"
+handler500 = "benchhub.api.errors.server_error"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -56,9 +57,14 @@ def _first_error(detail: Any, prefix: str = "") -> tuple[str, str]:
     return prefix, str(detail)
 
 
-def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse(error_body("not_found", "No such resource."), status=status.HTTP_404_NOT_FOUND)
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """JSON under /api/, the site's own page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "No such resource."), status=status.HTTP_404_NOT_FOUND)
+    return defaults.page_not_found(request, exception)
 
 
-def json_server_error(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(error_body("server_error", "The server failed; it has been logged."), status=500)
+def server_error(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("server_error", "The server failed; the error has been logged."), status=500)
+    return defaults.server_error(request)

@@ -1,0 +1,52 @@
+"""Query-string filters shared by the list endpoints; a malformed value is a 400 naming it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from django.db.models import Model, QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+
+from benchhub.api.errors import ApiError
+
+M = TypeVar("M", bound=Model)
+
+INTEGER_FILTERS = {"gpu_cores", "batch_size"}
+
+FILTER_HELP = {
+    "campaign": "campaign slug",
+    "chip": "chip name, exact (e.g. 'Apple M5 Pro')",
+    "gpu_cores": "GPU core count",
+    "quant": "the model's general.file_type name (e.g. IQ2_XXS)",
+    "variant": "variant name (e.g. 01)",
+    "batch_size": "decode batch size",
+    "contributor": "contributor handle (case-insensitive)",
+}
+
+
+def parameters(*names: str) -> list[OpenApiParameter]:
+    return [
+        OpenApiParameter(
+            name, OpenApiTypes.INT if name in INTEGER_FILTERS else OpenApiTypes.STR, description=FILTER_HELP[name]
+        )
+        for name in names
+    ]
+
+
+def apply(queryset: QuerySet[M], params: Mapping[str, str], lookups: Mapping[str, str]) -> QuerySet[M]:
+    """`lookups` maps a query parameter to the ORM lookup it filters on."""
+    conditions: dict[str, Any] = {}
+    for name, lookup in lookups.items():
+        raw = params.get(name)
+        if raw is None or raw == "":
+            continue
+        value: Any = raw
+        if name in INTEGER_FILTERS:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ApiError(400, "invalid_filter", f"{name} must be an integer.", name) from None
+        conditions[lookup] = value
+    return queryset.filter(**conditions).distinct() if conditions else queryset

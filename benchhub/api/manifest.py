@@ -1,0 +1,43 @@
+"""The campaign manifest of PROTOCOL.md section 5, built from the definition and the patch files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from rest_framework.request import Request
+
+from benchhub.results import campaigns
+from benchhub.results.models import Campaign
+
+
+def manifest(campaign: Campaign, request: Request) -> dict[str, Any]:
+    definition = campaign.definition
+
+    def patch_url(name: str) -> str:
+        return str(request.build_absolute_uri(reverse("campaign-patch", args=[campaign.slug, name])))
+
+    return {
+        "slug": campaign.slug,
+        "title": campaign.title,
+        "description": campaign.description,
+        "repo": campaign.repo,
+        "baseline": campaign.baseline,
+        "variants": [
+            {
+                "name": variant.name,
+                "commit": variant.commit,
+                "ref": variant.ref,
+                "available": variant.available,
+                "unavailable_reason": variant.unavailable_reason,
+                "patches": [
+                    {"name": patch.name, "sha256": patch.sha256, "url": patch_url(patch.name) if patch.sha256 else None}
+                    for patch in variant.patches
+                ],
+                "env": variant.env,
+            }
+            for variant in campaigns.resolved_variants(definition)
+        ],
+        "sweep": definition["sweep"],
+        "correctness": definition["correctness"],
+    }

@@ -1,0 +1,184 @@
+"""Output serializers (reads) and the documentation-only shape of a DSSE envelope (writes are
+verified byte for byte by benchhub.results.ingest, never by a serializer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
+
+
+class SignatureSerializer(serializers.Serializer[Any]):
+    keyid = serializers.CharField(help_text="lowercase hex SHA-256 of the raw 32-byte public key")
+    sig = serializers.CharField(help_text="standard base64 of the 64-byte Ed25519 signature over PAE")
+
+
+class EnvelopeSerializer(serializers.Serializer[Any]):
+    payloadType = serializers.CharField()
+    payload = serializers.CharField(help_text="standard base64 of the RFC 8785 canonical payload bytes")
+    signatures = SignatureSerializer(many=True)
+
+
+class RegistrationResponseSerializer(serializers.Serializer[Any]):
+    handle = serializers.CharField()
+    keyid = serializers.CharField()
+
+
+class SubmissionCreatedSerializer(serializers.Serializer[Any]):
+    id = serializers.UUIDField()
+    url = serializers.URLField(help_text="the submission's web page")
+    status = serializers.ChoiceField(choices=Submission.Status.choices)
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    error = serializers.CharField(help_text="machine code")
+    detail = serializers.CharField(help_text="human sentence")
+    field = serializers.CharField(required=False, help_text="the input field at fault, as a dotted path")
+
+
+class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
+    submission = serializers.UUIDField(source="submission_id")
+    campaign: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    contributor: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="handle", read_only=True)
+    variant = serializers.CharField(source="variant_name")
+
+    class Meta:
+        model = Measurement
+        fields = (
+            "submission",
+            "campaign",
+            "contributor",
+            "chip",
+            "gpu_cores",
+            "quant",
+            "variant",
+            "batch_size",
+            "tg_tps",
+            "baseline_tg_tps",
+            "speedup",
+            "spread",
+            "n_reps",
+            "correctness_status",
+            "excluded_reason",
+        )
+
+
+class VariantSerializer(serializers.ModelSerializer[SubmissionVariant]):
+    correctness = serializers.SerializerMethodField()
+    generation = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SubmissionVariant
+        fields = ("name", "commit", "patches", "env", "correctness", "generation")
+
+    def get_correctness(self, variant: SubmissionVariant) -> list[dict[str, Any]]:
+        return [
+            {"backend": c.backend, "status": c.status, "passed": c.passed, "failed": c.failed, "reason": c.reason}
+            for c in variant.correctness.all()
+        ]
+
+    def get_generation(self, variant: SubmissionVariant) -> list[dict[str, Any]]:
+        return [
+            {
+                "prompt_id": g.prompt_id,
+                "n_tokens": g.n_tokens,
+                "output_sha256": g.output_sha256,
+                "degenerate": g.degenerate,
+                "repetition_score": g.repetition_score,
+                "identical_to_baseline": g.identical_to_baseline,
+            }
+            for g in variant.generation.all()
+        ]
+
+
+class SubmissionSerializer(serializers.ModelSerializer[Submission]):
+    campaign: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    contributor: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="handle", read_only=True)
+    keyid = serializers.CharField(source="key.keyid")
+    machine = serializers.SerializerMethodField()
+    model = serializers.SerializerMethodField()
+    envelope_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Submission
+        fields: tuple[str, ...] = (
+            "id",
+            "campaign",
+            "contributor",
+            "keyid",
+            "status",
+            "flags",
+            "hidden",
+            "is_demo",
+            "created_at",
+            "received_at",
+            "machine",
+            "model",
+            "power_source",
+            "low_power_mode",
+            "thermal",
+            "envelope_url",
+        )
+
+    def get_machine(self, submission: Submission) -> dict[str, Any]:
+        m = submission.machine
+        return {
+            "os": m.os,
+            "os_version": m.os_version,
+            "arch": m.arch,
+            "chip": m.chip,
+            "gpu_name": m.gpu_name,
+            "gpu_cores": m.gpu_cores,
+            "cpu_cores_performance": m.cpu_cores_performance,
+            "cpu_cores_efficiency": m.cpu_cores_efficiency,
+            "memory_bytes": m.memory_bytes,
+            "backend": m.backend,
+        }
+
+    def get_model(self, submission: Submission) -> dict[str, Any]:
+        f = submission.model_file
+        return {
+            "sha256": f.sha256,
+            "file_name": f.file_name,
+            "label": f.label,
+            "architecture": f.architecture,
+            "n_params": f.n_params,
+            "file_type": f.file_type,
+            "size_bytes": f.size_bytes,
+        }
+
+    def get_envelope_url(self, submission: Submission) -> str:
+        request = self.context["request"]
+        return str(request.build_absolute_uri(f"/api/v1/submissions/{submission.id}/envelope"))
+
+
+class SubmissionDetailSerializer(SubmissionSerializer):
+    variants = VariantSerializer(many=True, read_only=True)
+    measurements = MeasurementSerializer(many=True, read_only=True)
+
+    class Meta(SubmissionSerializer.Meta):
+        fields = (*SubmissionSerializer.Meta.fields, "llama_cpp", "sweep_settings", "variants", "measurements")
+
+
+class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
+    class Meta:
+        model = LeaderboardCell
+        fields = (
+            "chip",
+            "gpu_cores",
+            "quant",
+            "variant",
+            "batch_size",
+            "baseline_tg_tps",
+            "tg_tps",
+            "speedup",
+            "ci_low",
+            "ci_high",
+            "n_submissions",
+            "n_contributors",
+            "n_excluded_correctness",
+            "n_excluded_degenerate",
+            "updated_at",
+        )

@@ -1,0 +1,213 @@
+"""Read endpoints (PROTOCOL.md section 5) and the submissions collection, whose POST is the ingest."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import FileResponse, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.generics import ListAPIView, RetrieveAPIView
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from benchhub.api import filters, serializers
+from benchhub.api.errors import ApiError
+from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
+from benchhub.api.manifest import manifest
+from benchhub.api.throttling import AddressThrottle
+from benchhub.results import campaigns
+from benchhub.results.models import Campaign, LeaderboardCell, Measurement, Submission
+
+
+class NewestFirst(CursorPagination):
+    page_size = 50
+    max_page_size = 500
+    page_size_query_param = "page_size"
+    ordering = ("-received_at", "-id")
+
+
+class ByIdDescending(CursorPagination):
+    page_size = 200
+    max_page_size = 1000
+    page_size_query_param = "page_size"
+    ordering = ("-id",)
+
+
+SUBMISSION_FILTERS = {
+    "campaign": "campaign__slug",
+    "chip": "machine__chip",
+    "gpu_cores": "machine__gpu_cores",
+    "quant": "model_file__file_type",
+    "variant": "variants__name",
+    "batch_size": "measurements__batch_size",
+    "contributor": "contributor__handle__iexact",
+}
+MEASUREMENT_FILTERS = {
+    "campaign": "campaign__slug",
+    "chip": "chip",
+    "gpu_cores": "gpu_cores",
+    "quant": "quant",
+    "variant": "variant_name",
+    "batch_size": "batch_size",
+    "contributor": "contributor__handle__iexact",
+}
+CELL_FILTERS = {name: name for name in ("chip", "gpu_cores", "quant", "variant", "batch_size")}
+
+
+class SubmissionsView(SubmissionIngestMixin, ListAPIView[Submission]):
+    serializer_class = serializers.SubmissionSerializer
+    pagination_class = NewestFirst
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        return [AddressThrottle()] if self.request.method == "POST" else []
+
+    def get_queryset(self) -> QuerySet[Submission]:
+        queryset = Submission.objects.public().select_related("campaign", "contributor", "key", "machine", "model_file")
+        return filters.apply(queryset, self.request.query_params, SUBMISSION_FILTERS)
+
+    @extend_schema(
+        summary="List submissions, newest first (hidden ones are left out)",
+        parameters=filters.parameters(*SUBMISSION_FILTERS),
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="submit_result",
+        summary="Submit a signed result",
+        description=(
+            "Body: a DSSE envelope of type application/vnd.benchhub.submission.v1+json signed by a registered "
+            "key. 201 when stored, 200 with the same body when the identical envelope arrives again."
+        ),
+        request=serializers.EnvelopeSerializer,
+        responses={
+            201: serializers.SubmissionCreatedSerializer,
+            200: serializers.SubmissionCreatedSerializer,
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        return self.create_submission(request)
+
+
+class SubmissionDetailView(RetrieveAPIView[Submission]):
+    serializer_class = serializers.SubmissionDetailSerializer
+    queryset = Submission.objects.select_related(
+        "campaign", "contributor", "key", "machine", "model_file"
+    ).prefetch_related(
+        "variants__correctness", "variants__generation", "measurements__campaign", "measurements__contributor"
+    )
+
+
+class EnvelopeView(APIView):
+    @extend_schema(
+        summary="The stored envelope, byte for byte", responses={(200, "application/json"): OpenApiTypes.BINARY}
+    )
+    def get(self, request: Request, pk: str) -> HttpResponse:
+        submission = get_object_or_404(Submission.objects.select_related("raw"), pk=pk)
+        return HttpResponse(bytes(submission.raw.body), content_type="application/json")
+
+
+class LeaderboardView(APIView):
+    @extend_schema(
+        summary="Leaderboard cells of a campaign",
+        description=(
+            "One row per (chip, gpu_cores, quant, variant, batch_size). tg_tps, baseline_tg_tps and speedup are "
+            "medians across submissions of per-submission medians over reps; speedup is paired inside each "
+            "submission. [ci_low, ci_high] is a distribution-free 95% order-statistic interval of the median "
+            "speedup; below 6 submissions it is the full range [min, max], whose coverage is lower (n=1 gives [x, x])."
+        ),
+        parameters=[
+            OpenApiParameter("campaign", OpenApiTypes.STR, required=True, description="campaign slug"),
+            *filters.parameters(*CELL_FILTERS),
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        slug = request.query_params.get("campaign")
+        if not slug:
+            raise ApiError(400, "missing_parameter", "The campaign parameter is required.", "campaign")
+        campaign = get_object_or_404(Campaign, slug=slug)
+        cells = filters.apply(
+            LeaderboardCell.objects.filter(campaign=campaign, n_submissions__gt=0), request.query_params, CELL_FILTERS
+        )
+        rows = serializers.LeaderboardRowSerializer(cells, many=True).data
+        return Response({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
+
+
+class CampaignListView(APIView):
+    @extend_schema(summary="Campaigns, each as its manifest")
+    def get(self, request: Request) -> Response:
+        return Response([manifest(campaign, request) for campaign in Campaign.objects.all()])
+
+
+class CampaignDetailView(APIView):
+    @extend_schema(summary="The manifest an agent follows")
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(manifest(get_object_or_404(Campaign, slug=slug), request))
+
+
+class PatchFileView(APIView):
+    @extend_schema(
+        summary="Download a patch file of a campaign", responses={(200, "text/x-patch"): OpenApiTypes.BINARY}
+    )
+    def get(self, request: Request, slug: str, name: str) -> FileResponse:
+        campaign = get_object_or_404(Campaign, slug=slug)
+        if name not in campaigns.campaign_patch_names(campaign.definition):
+            raise ApiError(404, "not_found", f"{name} is not a patch of {slug}.")
+        patch = campaigns.patch_file(name)
+        if patch.sha256 is None:
+            raise ApiError(404, "patch_unavailable", patch.problem)
+        return FileResponse(patch.path.open("rb"), content_type="text/x-patch", as_attachment=True, filename=name)
+
+
+class MeasurementsView(ListAPIView[Measurement]):
+    serializer_class = serializers.MeasurementSerializer
+    pagination_class = ByIdDescending
+
+    def get_queryset(self) -> QuerySet[Measurement]:
+        queryset = Measurement.objects.filter(submission__hidden=False).select_related("campaign", "contributor")
+        return filters.apply(queryset, self.request.query_params, MEASUREMENT_FILTERS)
+
+    @extend_schema(
+        summary="Per-submission measurements (hidden submissions left out)",
+        parameters=filters.parameters(*MEASUREMENT_FILTERS),
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+CSV_COLUMNS = serializers.MeasurementSerializer.Meta.fields
+
+
+class MeasurementsCsvView(MeasurementsView):
+    @extend_schema(
+        summary="All matching measurements as CSV",
+        parameters=filters.parameters(*MEASUREMENT_FILTERS),
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> StreamingHttpResponse:  # type: ignore[override]
+        queryset = self.get_queryset().order_by("id")
+
+        def lines() -> Iterator[str]:
+            writer = csv.writer(_Echo())
+            yield writer.writerow(CSV_COLUMNS)
+            for item in queryset.iterator(chunk_size=2000):
+                row = serializers.MeasurementSerializer(item).data
+                yield writer.writerow(["" if row[column] is None else row[column] for column in CSV_COLUMNS])
+
+        response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="benchhub-measurements.csv"'
+        return response
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value

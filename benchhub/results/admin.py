@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from benchhub.results import moderation
+from benchhub.results.models import Campaign, LeaderboardCell, RawEnvelope, Submission
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Derived or received data: visible to moderators, changed only through actions and tasks."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Submission)
+class SubmissionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "campaign",
+        "contributor",
+        "machine",
+        "model_file",
+        "status",
+        "hidden",
+        "is_demo",
+        "received_at",
+    )
+    list_filter = ("campaign", "status", "hidden", "is_demo")
+    search_fields = ("id", "contributor__handle", "key__keyid", "machine__chip")
+    actions = ("hide", "unhide")
+
+    @admin.action(description="Hide the selected submissions (they leave the leaderboard)")
+    def hide(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:
+        count = moderation.set_hidden(queryset, True, request.user, "hidden from the admin")
+        self.message_user(request, f"Hid {count} submission(s).", messages.SUCCESS)
+
+    @admin.action(description="Unhide the selected submissions")
+    def unhide(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:
+        count = moderation.set_hidden(queryset, False, request.user, "unhidden from the admin")
+        self.message_user(request, f"Unhid {count} submission(s).", messages.SUCCESS)
+
+
+@admin.register(Campaign)
+class CampaignAdmin(ReadOnlyAdmin):
+    list_display = ("slug", "title", "baseline", "updated_at")
+
+
+@admin.register(RawEnvelope)
+class RawEnvelopeAdmin(ReadOnlyAdmin):
+    list_display = ("submission", "sha256", "received_at")
+
+
+@admin.register(LeaderboardCell)
+class LeaderboardCellAdmin(ReadOnlyAdmin):
+    list_display = ("campaign", "chip", "gpu_cores", "quant", "variant", "batch_size", "speedup", "n_submissions")
+    list_filter = ("campaign", "quant", "variant")

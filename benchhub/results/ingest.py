@@ -1,0 +1,173 @@
+"""The one cross-model flow (PROTOCOL.md section 4): verify the exact bytes, then parse, validate,
+check against the campaign, and store the raw envelope with every normalised row in one
+transaction; the cell refresh is queued only once that transaction has committed."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from benchhub_agent import envelope, schema
+from django.db import IntegrityError, transaction
+from django.utils.dateparse import parse_datetime
+
+from benchhub.accounts.errors import IngestError
+from benchhub.accounts.models import PublicKey
+from benchhub.accounts.registration import Registration, register
+from benchhub.results import campaigns, flags, storage
+from benchhub.results.models import Campaign, RawEnvelope, Submission
+
+__all__ = ["IngestError", "IngestResult", "Registration", "VerifiedEnvelope", "ingest_submission", "register"]
+
+
+@dataclass(frozen=True)
+class VerifiedEnvelope:
+    """An envelope whose single signature verified under a registered, unbanned key."""
+
+    body: bytes
+    opened: envelope.OpenedEnvelope
+    key: PublicKey
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    id: str
+    status: str
+    created: bool  # False when the identical envelope had been stored before (a safe retry)
+
+    @property
+    def http_status(self) -> int:
+        return 201 if self.created else 200
+
+
+def verify(body: bytes) -> VerifiedEnvelope:
+    """Everything that can be decided before the payload bytes are parsed."""
+    try:
+        opened = envelope.open_envelope(envelope.strict_loads(body), envelope.SUBMISSION_TYPE)
+    except envelope.EnvelopeError as error:
+        raise IngestError.from_envelope(error) from None
+    if len(opened.signatures) != 1:
+        raise IngestError(400, "bad_envelope", "A submission carries exactly one signature.", "signatures")
+    keyid = opened.keyids[0]
+    key = PublicKey.objects.select_related("contributor").filter(keyid=keyid).first()
+    if key is None:
+        raise IngestError(401, "unknown_key", "No registered key has this keyid.", "signatures[0].keyid")
+    if key.banned:
+        raise IngestError(403, "key_banned", "This key has been banned by a moderator.", "signatures[0].keyid")
+    if not envelope.verify_signature(opened, keyid, bytes(key.public_key)):
+        raise IngestError(401, "bad_signature", "The signature does not verify over the payload.", "signatures[0].sig")
+    return VerifiedEnvelope(body, opened, key)
+
+
+def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], None] | None = None) -> IngestResult:
+    """`before_parse` runs once the signer is known (the API throttles per key there)."""
+    verified = verify(body)
+    if before_parse is not None:
+        before_parse(verified)
+    try:
+        payload = envelope.parse_canonical_payload(verified.opened.payload)
+        schema.validate_submission(payload)
+    except envelope.EnvelopeError as error:
+        raise IngestError.from_envelope(error) from None
+    except schema.SchemaViolation as error:
+        raise IngestError.from_schema(error) from None
+    payload_sha256 = hashlib.sha256(verified.opened.payload).hexdigest()
+    previous = _previous(verified.key, payload["nonce"], payload_sha256)
+    if previous is not None:
+        return previous
+    campaign = check_against_campaign(payload)
+    try:
+        with transaction.atomic():
+            submission = _store(verified, payload, payload_sha256, campaign)
+    except IntegrityError:
+        # Another request stored this (key, nonce) between our check and our insert.
+        previous = _previous(verified.key, payload["nonce"], payload_sha256)
+        if previous is None:
+            raise
+        return previous
+    return IngestResult(str(submission.id), submission.status, created=True)
+
+
+def _previous(key: PublicKey, nonce: str, payload_sha256: str) -> IngestResult | None:
+    stored = Submission.objects.filter(key=key, nonce=nonce).only("id", "status", "payload_sha256").first()
+    if stored is None:
+        return None
+    if stored.payload_sha256 != payload_sha256:
+        raise IngestError(409, "nonce_reused", "This key already used this nonce for a different payload.", "nonce")
+    return IngestResult(str(stored.id), stored.status, created=False)
+
+
+def check_against_campaign(payload: dict[str, Any]) -> Campaign:
+    """A submission's variants must be variants of its campaign, baseline first (PROTOCOL.md 5)."""
+    campaign = Campaign.objects.filter(slug=payload["campaign"]).first()
+    if campaign is None:
+        raise IngestError(400, "unknown_campaign", f"No campaign {payload['campaign']!r}.", "campaign")
+    if payload["llama_cpp"]["repo"] != campaign.repo:
+        raise IngestError(400, "wrong_repo", f"Campaign {campaign.slug} measures {campaign.repo}.", "llama_cpp.repo")
+    manifest = {variant.name: variant for variant in campaigns.resolved_variants(campaign.definition)}
+    if payload["variants"][0]["name"] != campaign.baseline:
+        raise IngestError(
+            400, "baseline_first", f"The first variant must be the baseline {campaign.baseline!r}.", "variants[0].name"
+        )
+    for index, variant in enumerate(payload["variants"]):
+        where = f"variants[{index}]"
+        expected = manifest.get(variant["name"])
+        if expected is None:
+            raise IngestError(
+                400, "unknown_variant", f"{variant['name']!r} is not a variant of {campaign.slug}.", where
+            )
+        if not expected.available:
+            raise IngestError(400, "variant_unavailable", expected.unavailable_reason, f"{where}.name")
+        if expected.commit and variant["commit"] != expected.commit:
+            raise IngestError(400, "wrong_commit", f"Variant {expected.name} is pinned to {expected.commit}.", where)
+        sent = [(patch["name"], patch["sha256"]) for patch in variant["patches"]]
+        if sent != [(patch.name, patch.sha256) for patch in expected.patches]:
+            raise IngestError(
+                400, "wrong_patches", f"Patches of {expected.name} differ from the manifest.", f"{where}.patches"
+            )
+    return campaign
+
+
+def _created_at(text: str) -> datetime:
+    try:
+        parsed = parse_datetime(text)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise IngestError(400, "schema_violation", "created_at: not a real date and time", "created_at")
+    return parsed
+
+
+def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
+    key = verified.key
+    machine = payload["machine"]
+    submission_flags = flags.derive(payload)
+    submission = Submission.objects.create(
+        campaign=campaign,
+        contributor=key.contributor,
+        key=key,
+        machine=storage.machine_row(machine),
+        model_file=storage.model_file_row(payload["model"]),
+        nonce=payload["nonce"],
+        payload_sha256=payload_sha256,
+        created_at=_created_at(payload["created_at"]),
+        status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
+        flags=submission_flags,
+        is_demo=key.contributor.is_demo,
+        agent_name=payload["agent"]["name"],
+        agent_version=payload["agent"]["version"],
+        power_source=machine["power_source"],
+        low_power_mode=machine["low_power_mode"],
+        thermal=machine["thermal"],
+        llama_cpp=payload["llama_cpp"],
+        sweep_settings={name: value for name, value in payload["sweep"].items() if name != "runs"},
+    )
+    RawEnvelope.objects.create(
+        submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
+    )
+    storage.store_rows(submission, payload)
+    transaction.on_commit(lambda: storage.queue_cell_refresh(str(submission.id)))
+    return submission

@@ -1,0 +1,102 @@
+"""Pure statistics for the leaderboard (no ORM, no Django).
+
+Method (PROTOCOL.md section 5): inside one submission a variant's throughput at a batch size is
+the median over its reps, and its speedup is that median over the baseline's median at the same
+batch size (a paired ratio: both ran on the same machine, interleaved). Across submissions the
+cell reports medians, and a distribution-free 95% interval of the median speedup from order
+statistics: with the n speedups sorted, [x_(k), x_(n-k+1)] covers the population median with
+probability 1 - 2 P(B <= k-1), B ~ Binomial(n, 1/2); k is the largest index keeping that at or
+above 95%. Below n = 6 no pair of order statistics reaches 95%, so the interval is the full range
+[min, max] (its coverage 1 - 2^(1-n) is lower and said so in the API docs); n = 1 gives [x, x].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CONFIDENCE = 0.95
+
+
+def median(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("median of no values")
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[middle])
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def spread(values: Sequence[float]) -> float:
+    """(max - min) / median: how far repetitions of the same build disagree."""
+    centre = median(values)
+    return (max(values) - min(values)) / centre if centre else 0.0
+
+
+def paired_speedup(variant_tg_tps: float, baseline_tg_tps: float) -> float | None:
+    return variant_tg_tps / baseline_tg_tps if baseline_tg_tps > 0 else None
+
+
+def _binomial_cdf_half(k: int, n: int) -> float:
+    """P(B <= k) for B ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int]:
+    """1-based ranks (low, high) of the order statistics bounding the median's interval."""
+    if n < 1:
+        raise ValueError("an interval needs at least one value")
+    alpha = 1 - confidence
+    low = 1
+    for k in range(1, n // 2 + 1):
+        if 2 * _binomial_cdf_half(k - 1, n) <= alpha:
+            low = k
+        else:
+            break
+    return low, n - low + 1
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    ordered = sorted(values)
+    low, high = median_interval_ranks(len(ordered), confidence)
+    return float(ordered[low - 1]), float(ordered[high - 1])
+
+
+@dataclass(frozen=True)
+class CellStats:
+    tg_tps: float
+    baseline_tg_tps: float
+    speedup: float
+    ci_low: float
+    ci_high: float
+    n_submissions: int
+    n_contributors: int
+
+
+@dataclass(frozen=True)
+class PairedSample:
+    """One submission's numbers for one cell."""
+
+    tg_tps: float
+    baseline_tg_tps: float
+    speedup: float
+    contributor: int
+
+
+def aggregate(samples: Sequence[PairedSample]) -> CellStats | None:
+    """Medians across submissions and the interval of the median speedup; None for no samples."""
+    if not samples:
+        return None
+    speedups = [sample.speedup for sample in samples]
+    ci_low, ci_high = median_interval(speedups)
+    return CellStats(
+        tg_tps=median([sample.tg_tps for sample in samples]),
+        baseline_tg_tps=median([sample.baseline_tg_tps for sample in samples]),
+        speedup=median(speedups),
+        ci_low=ci_low,
+        ci_high=ci_high,
+        n_submissions=len(samples),
+        n_contributors=len({sample.contributor for sample in samples}),
+    )

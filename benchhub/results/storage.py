@@ -1,0 +1,124 @@
+"""Normalised rows of a submission, written from its payload: at ingest, and again by
+`rebuild_cells` from the stored raw envelope (the one source of truth)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from benchhub_agent import envelope
+
+from benchhub.results.measurements import rebuild_measurements
+from benchhub.results.models import (
+    CorrectnessCheck,
+    GenerationCheck,
+    Machine,
+    ModelFile,
+    Submission,
+    SubmissionVariant,
+    SweepRow,
+    SweepRun,
+)
+
+logger = logging.getLogger(__name__)
+
+MACHINE_IDENTITY = (
+    "os",
+    "os_version",
+    "os_build",
+    "arch",
+    "chip",
+    "cpu_cores_performance",
+    "cpu_cores_efficiency",
+    "gpu_name",
+    "gpu_cores",
+    "memory_bytes",
+    "backend",
+)
+
+
+def machine_row(machine: dict[str, Any]) -> Machine:
+    facts = {name: machine.get(name, "" if name == "os_build" else None) for name in MACHINE_IDENTITY}
+    fingerprint = hashlib.sha256(envelope.canonical_bytes(facts)).hexdigest()
+    row, _ = Machine.objects.get_or_create(fingerprint=fingerprint, defaults=facts)
+    return row
+
+
+def model_file_row(model: dict[str, Any]) -> ModelFile:
+    row, _ = ModelFile.objects.get_or_create(
+        sha256=model["sha256"],
+        defaults={
+            "file_name": model["file_name"],
+            "architecture": model["architecture"],
+            "n_params": model["n_params"],
+            "file_type": model["file_type"],
+            "size_bytes": model["size_bytes"],
+            "tensor_bytes_by_type": model["tensor_bytes_by_type"],
+            "label": model.get("label", ""),
+        },
+    )
+    return row
+
+
+def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
+    """Variants, sweep runs and rows, checks, then the derived measurements."""
+    variants = {
+        variant["name"]: SubmissionVariant.objects.create(
+            submission=submission,
+            position=position,
+            name=variant["name"],
+            commit=variant["commit"],
+            patches=variant["patches"],
+            env=variant["env"],
+        )
+        for position, variant in enumerate(payload["variants"])
+    }
+    for run in payload["sweep"]["runs"]:
+        sweep_run = SweepRun.objects.create(
+            submission=submission,
+            variant=variants[run["variant"]],
+            rep=run["rep"],
+            seq=run["seq"],
+            exit_code=run["exit_code"],
+        )
+        SweepRow.objects.bulk_create(SweepRow(run=sweep_run, **row) for row in run["rows"])
+    CorrectnessCheck.objects.bulk_create(
+        CorrectnessCheck(
+            submission=submission,
+            variant=variants[check["variant"]],
+            tool=check["tool"],
+            op=check["op"],
+            backend=check["backend"],
+            status=check["status"],
+            passed=check["passed"],
+            failed=check["failed"],
+            reason=check.get("reason", ""),
+        )
+        for check in payload["correctness"]
+    )
+    GenerationCheck.objects.bulk_create(
+        GenerationCheck(
+            submission=submission,
+            variant=variants[check["variant"]],
+            **{name: value for name, value in check.items() if name != "variant"},
+        )
+        for check in payload["generation"]
+    )
+    rebuild_measurements(submission)
+
+
+def stored_payload(submission: Submission) -> dict[str, Any]:
+    """The payload inside the stored raw envelope (already verified when it was received)."""
+    opened = envelope.open_envelope(envelope.strict_loads(bytes(submission.raw.body)), envelope.SUBMISSION_TYPE)
+    return envelope.parse_canonical_payload(opened.payload)
+
+
+def queue_cell_refresh(submission_id: str) -> None:
+    """Best effort: if the broker is down the submission stays unrefreshed and the sweeper retries."""
+    from benchhub.results.tasks import refresh_cells_for_submission
+
+    try:
+        refresh_cells_for_submission.delay(submission_id)
+    except Exception:  # the broker's errors vary by transport; losing the enqueue is recoverable
+        logger.exception("could not queue the cell refresh of submission %s", submission_id)

@@ -1,0 +1,196 @@
+"""Shared fixtures: named personas with keys from fixed seeds, and a submission payload builder
+derived from the protocol test vector's payload."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchhub_agent import envelope
+
+VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "protocol-vector.json").read_text())
+PATCH_TEXT = {
+    "01-mv-ext-iquants.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 01\n",
+    "02-vectorized-bs1.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 02\n",
+}
+PERSONAS = ("ada", "bob", "cole", "dina", "eve")
+
+TgTable = Mapping[str, Mapping[int, list[float]]]
+
+
+def persona(name: str) -> envelope.Signer:
+    """The same key for the same name in every run."""
+    return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-test-persona:{name}".encode()).digest())
+
+
+@pytest.fixture
+def personas() -> dict[str, envelope.Signer]:
+    return {name: persona(name) for name in PERSONAS}
+
+
+def registration_envelope(signer: envelope.Signer, handle: str, *vouchers: envelope.Signer) -> bytes:
+    payload = {
+        "schema_version": 1,
+        "handle": handle,
+        "public_key": signer.public_key_b64,
+        "created_at": "2026-11-29T10:00:00Z",
+    }
+    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer, *vouchers]))
+
+
+def submission_envelope(payload: Mapping[str, Any], signer: envelope.Signer) -> bytes:
+    return envelope.envelope_bytes(envelope.sign(payload, envelope.SUBMISSION_TYPE, [signer]))
+
+
+def vector_payload() -> dict[str, Any]:
+    payload: dict[str, Any] = json.loads(VECTOR["submission_payload_utf8"])
+    return payload
+
+
+def _runs(tg: TgTable, reps: int) -> list[dict[str, Any]]:
+    """Interleaved A B, then B A, as the agent runs them."""
+    runs = []
+    names = list(tg)
+    seq = 0
+    for rep in range(1, reps + 1):
+        for name in names if rep % 2 else list(reversed(names)):
+            seq += 1
+            rows = [
+                {
+                    "batch_size": batch_size,
+                    "pp_tps": 500,
+                    "tg_tps": values[rep - 1],
+                    "t_pp_s": 0.25,
+                    "t_tg_s": round(64 * batch_size / values[rep - 1], 6),
+                }
+                for batch_size, values in sorted(tg[name].items())
+            ]
+            runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
+    return runs
+
+
+def build_payload(
+    *,
+    nonce: str | None = None,
+    tg: TgTable | None = None,
+    machine: Mapping[str, Any] | None = None,
+    model: Mapping[str, Any] | None = None,
+    correctness: Mapping[str, str] | None = None,
+    degenerate: Mapping[str, bool] | None = None,
+    patches_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The vector's payload with real patch hashes, a fresh nonce and the numbers a test needs.
+
+    `tg` maps variant -> batch size -> one tg_tps per rep; `correctness` maps variant -> status;
+    `degenerate` maps variant -> whether its greedy output looped.
+    """
+    payload = copy.deepcopy(vector_payload())
+    payload["nonce"] = nonce or uuid.uuid4().hex
+    payload["machine"].update(machine or {})
+    payload["model"].update(model or {})
+    tg = tg or {"upstream": {1: [160, 160], 4: [148, 148]}, "01": {1: [160, 160], 4: [209.9, 210.1]}}
+    reps = len(next(iter(next(iter(tg.values())).values())))
+    payload["sweep"]["batch_sizes"] = sorted({size for table in tg.values() for size in table})
+    payload["sweep"]["runs"] = _runs(tg, reps)
+    commit = payload["variants"][0]["commit"]
+    patch_lists = {"upstream": [], "01": ["01-mv-ext-iquants.patch"], "01+02": list(PATCH_TEXT)}
+    payload["variants"] = [
+        {
+            "name": name,
+            "commit": commit,
+            "patches": [
+                {"name": patch, "sha256": hashlib.sha256(PATCH_TEXT[patch]).hexdigest()} for patch in patch_lists[name]
+            ],
+            "env": {},
+        }
+        for name in tg
+    ]
+    statuses = {name: "pass" for name in tg if name != "upstream"} | dict(correctness or {})
+    payload["correctness"] = [
+        {
+            "variant": name,
+            "tool": "test-backend-ops",
+            "op": "MUL_MAT",
+            "backend": "MTL0",
+            "status": status,
+            "passed": 63 if status == "pass" else 0,
+            "failed": 5 if status == "fail" else 0,
+        }
+        for name, status in statuses.items()
+    ]
+    loops = dict(degenerate or {})
+    payload["generation"] = [
+        {
+            "variant": name,
+            "prompt_id": "ocean",
+            "n_tokens": 96,
+            "output_sha256": ("d" if loops.get(name) else "c") * 64,
+            "degenerate": loops.get(name, False),
+            "repetition_score": 0.9 if loops.get(name) else 0.05,
+            "identical_to_baseline": loops.get(name, False) == loops.get("upstream", False),
+        }
+        for name in tg
+    ]
+    return payload
+
+
+@pytest.fixture
+def patches_dir(tmp_path: Path, settings: Any) -> Path:
+    """Both campaign patches, with fixed content, so hashes in payloads are known in advance."""
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    for name, text in PATCH_TEXT.items():
+        (folder / name).write_bytes(text)
+    settings.PATCHES_DIR = folder
+    return folder
+
+
+@pytest.fixture
+def campaign(db: None, patches_dir: Path) -> Any:
+    from benchhub.results.campaigns import sync_campaigns
+    from benchhub.results.models import Campaign
+
+    sync_campaigns(Campaign)
+    return Campaign.objects.get(slug="mv-ext-iquants")
+
+
+@pytest.fixture
+def payload_builder() -> Callable[..., dict[str, Any]]:
+    return build_payload
+
+
+class Api:
+    """The two signed endpoints over Django's test client (the real URL routing and views)."""
+
+    contributors = "/api/v1/contributors/"
+    submissions = "/api/v1/submissions/"
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def post(self, url: str, body: bytes, **headers: Any) -> Any:
+        return self.client.post(url, data=body, content_type="application/json", **headers)
+
+    def register(self, signer: envelope.Signer, handle: str, *vouchers: envelope.Signer) -> Any:
+        return self.post(self.contributors, registration_envelope(signer, handle, *vouchers))
+
+    def submit(self, payload: Mapping[str, Any], signer: envelope.Signer, **headers: Any) -> Any:
+        return self.post(self.submissions, submission_envelope(payload, signer), **headers)
+
+
+@pytest.fixture
+def api(client: Any) -> Api:
+    return Api(client)
+
+
+@pytest.fixture
+def ada(api: Api, campaign: Any, personas: dict[str, envelope.Signer]) -> envelope.Signer:
+    """A registered contributor, ready to submit."""
+    assert api.register(personas["ada"], "ada").status_code == 201
+    return personas["ada"]

@@ -1,0 +1,205 @@
+"""CMake builds of llama.cpp per variant and backend, cached and shared.
+
+One build directory per (source commit, backend, flags, compiler) serves every variant: variants differ
+by a few patched files, so after the first only those recompile. The binaries of each variant are then
+copied into a cache keyed by everything that shapes them, so a second run with the same inputs builds
+nothing. Static linking (BUILD_SHARED_LIBS=OFF) makes each copied binary self-contained.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .campaign import Variant
+from .dirs import Dirs, write_atomic
+from .errors import AgentError, ExitCode
+from .source import WorkTree
+from .tools import parse_version
+
+TOOLS = ("llama-batched-bench", "test-backend-ops", "llama-completion")
+BASE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+)
+# GGML_NATIVE stays at its default (ON): the result describes this machine, the binaries never leave
+# it, and a non-native x86 build would measure a CPU without AVX2 that nobody runs.
+BACKEND_FLAGS = {
+    "metal": ("-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON"),
+    "cuda": ("-DGGML_CUDA=ON",),
+    "cpu": ("-DGGML_METAL=OFF", "-DGGML_CUDA=OFF"),
+}
+_PERCENT = re.compile(r"^\[\s*(\d+)%\]")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    backend: str
+    extra_flags: tuple[str, ...] = ()
+
+    @property
+    def flags(self) -> list[str]:
+        return [*BASE_FLAGS, *BACKEND_FLAGS[self.backend], *self.extra_flags]
+
+
+@dataclass(frozen=True)
+class Built:
+    variant: str
+    bin_dir: Path
+    cached: bool  # True when nothing was compiled
+
+
+def compiler_version() -> str:
+    compiler = os.environ.get("CXX") or ("clang++" if platform.system() == "Darwin" else "c++")
+    try:
+        done = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+    except FileNotFoundError as error:
+        raise AgentError(
+            ExitCode.MISSING_TOOL, f"No C++ compiler ({compiler}): see `benchhub-agent doctor`."
+        ) from error
+    return done.stdout.splitlines()[0].strip() if done.stdout else compiler
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def binary_key(variant: Variant, config: BuildConfig, compiler: str, targets: Sequence[str]) -> str:
+    patches = [patch.sha256 for patch in variant.patches]
+    return _digest(variant.commit, patches, config.backend, config.flags, compiler, sorted(targets))[:24]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One build per tree at a time: two agents sharing a cache must not patch the same tree at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _stream(args: list[str], log: Path, on_line: Callable[[str], None]) -> int:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(args)}\n")
+        out.flush()
+        try:
+            process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        except FileNotFoundError as error:
+            raise AgentError(
+                ExitCode.MISSING_TOOL, f"{args[0]} is not installed: see `benchhub-agent doctor`."
+            ) from error
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                out.write(line)
+                on_line(line)
+            return process.wait()
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+
+
+def build_variants(
+    variants: Sequence[Variant],
+    pristine: Path,
+    config: BuildConfig,
+    dirs: Dirs,
+    log_dir: Path,
+    report: Callable[[str, float | None], None],
+    targets: Sequence[str] = TOOLS,
+) -> list[Built]:
+    compiler = compiler_version()
+    built: list[Built] = []
+    for variant in variants:
+        key = binary_key(variant, config, compiler, targets)
+        bin_dir = dirs.binaries / key
+        if all((bin_dir / target).is_file() for target in targets):
+            built.append(Built(variant.name, bin_dir, cached=True))
+            continue
+        tree_key = _digest(variant.commit, str(pristine.resolve()), config.backend, config.flags, compiler)[:16]
+        root = dirs.builds / f"{variant.commit[:12]}-{config.backend}-{tree_key}"
+        with _locked(root.with_suffix(".lock")):
+            _build_one(variant, WorkTree(pristine, root / "src"), root / "build", config, targets, log_dir, report)
+            partial = bin_dir.with_name(bin_dir.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir(parents=True)
+            for target in targets:
+                shutil.copy2(root / "build" / "bin" / target, partial / target)
+            info = {
+                "variant": variant.as_payload(),
+                "backend": config.backend,
+                "flags": config.flags,
+                "compiler": compiler,
+            }
+            write_atomic(partial / "build.json", json.dumps(info, indent=1).encode())
+            shutil.rmtree(bin_dir, ignore_errors=True)
+            partial.rename(bin_dir)
+        _check_commit(variant, bin_dir)
+        built.append(Built(variant.name, bin_dir, cached=False))
+    return built
+
+
+def _build_one(
+    variant: Variant,
+    tree: WorkTree,
+    build_dir: Path,
+    config: BuildConfig,
+    targets: Sequence[str],
+    log_dir: Path,
+    report: Callable[[str, float | None], None],
+) -> None:
+    log = log_dir / f"build-{variant.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    tree.ensure()
+    tree.apply(variant.patches)
+    try:
+        if not (build_dir / "CMakeCache.txt").is_file():
+            report(f"{variant.name}: configuring", None)
+            args = ["cmake", "-S", str(tree.path), "-B", str(build_dir), *config.flags]
+            if _stream(args, log, lambda line: None) != 0:
+                shutil.rmtree(build_dir, ignore_errors=True)  # a half-configured cache would poison the next run
+                raise AgentError(ExitCode.BUILD, f"CMake configure failed for {variant.name}: see {log}.")
+
+        def on_line(line: str) -> None:
+            percent = _PERCENT.match(line)
+            if percent:
+                report(f"{variant.name}: compiling {percent.group(1)}%", int(percent.group(1)) / 100)
+
+        jobs = str(os.cpu_count() or 2)
+        args = ["cmake", "--build", str(build_dir), "--config", "Release", "-j", jobs, "--target", *targets]
+        if _stream(args, log, on_line) != 0:
+            raise AgentError(ExitCode.BUILD, f"The build of {variant.name} failed: see {log}.")
+    finally:
+        # The tree goes back to pristine whatever happened, so the next variant starts from upstream.
+        tree.restore()
+
+
+def _check_commit(variant: Variant, bin_dir: Path) -> None:
+    """The binary's own version banner must name the variant's commit: a source tree that is not the
+    pinned commit would otherwise publish numbers under the wrong label."""
+    completion = bin_dir / "llama-completion"
+    if not completion.is_file():
+        return
+    done = subprocess.run([str(completion), "--version"], capture_output=True, text=True)
+    short, _ = parse_version(done.stderr + done.stdout)
+    if short and short != "unknown" and not variant.commit.startswith(short):
+        raise AgentError(
+            ExitCode.SOURCE,
+            f"The source tree is llama.cpp {short}, but variant {variant.name} pins {variant.commit[:12]}.",
+        )

@@ -1,0 +1,137 @@
+"""The campaign a run follows: the server's manifest, or the copy bundled with the agent.
+
+The bundled definition names patch files; their hashes are computed from the bundled files. A server
+manifest gives each patch's sha256 and URL: the agent downloads it, checks the hash and refuses a
+mismatch. Either way every patch the agent applies has been hashed from the exact bytes applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import client
+from .dirs import Dirs, write_atomic
+from .errors import AgentError, ExitCode
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    sha256: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    commit: str
+    patches: tuple[Patch, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    ref: str | None = None
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "commit": self.commit,
+            "patches": [{"name": patch.name, "sha256": patch.sha256} for patch in self.patches],
+            "env": dict(self.env),
+        }
+
+
+@dataclass(frozen=True)
+class Campaign:
+    slug: str
+    repo: str
+    baseline: str
+    variants: tuple[Variant, ...]
+    sweep: dict[str, Any]
+    source: str  # "server" or "bundled": said in the output so a user knows what was followed
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise AgentError(ExitCode.CAMPAIGN, f"Campaign {self.slug} has no variant {name!r}.")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _bundled_data() -> Path:
+    return Path(str(resources.files("benchhub_agent") / "data"))
+
+
+def bundled(slug: str) -> Campaign:
+    path = _bundled_data() / "campaigns" / f"{slug}.json"
+    if not path.is_file():
+        raise AgentError(ExitCode.CAMPAIGN, f"No campaign {slug!r} is bundled with this agent and no server gave one.")
+    definition = json.loads(path.read_text())
+    patch_dir = _bundled_data() / "patches"
+    variants = []
+    for entry in definition["variants"]:
+        patches = []
+        for name in entry["patches"]:
+            patch_path = patch_dir / name
+            if not patch_path.is_file():
+                raise AgentError(ExitCode.CAMPAIGN, f"The bundled patch {name} of campaign {slug} is missing.")
+            patches.append(Patch(name, _sha256(patch_path.read_bytes()), patch_path))
+        variants.append(Variant(entry["name"], entry["commit"], tuple(patches), dict(entry["env"]), entry.get("ref")))
+    return Campaign(
+        definition["slug"],
+        definition["repo"],
+        definition["baseline"],
+        tuple(variants),
+        dict(definition["sweep"]),
+        "bundled",
+    )
+
+
+def from_manifest(manifest: dict[str, Any], dirs: Dirs) -> Campaign:
+    """A server manifest, with each patch downloaded once into the cache and verified against its sha256."""
+    try:
+        variants = []
+        for entry in manifest["variants"]:
+            if not entry.get("available", True):
+                continue
+            patches = tuple(_fetch_patch(p["name"], p["sha256"], p["url"], dirs) for p in entry["patches"])
+            variants.append(
+                Variant(entry["name"], entry["commit"], patches, dict(entry.get("env") or {}), entry.get("ref"))
+            )
+        return Campaign(
+            manifest["slug"], manifest["repo"], manifest["baseline"], tuple(variants), dict(manifest["sweep"]), "server"
+        )
+    except (KeyError, TypeError) as error:
+        raise AgentError(ExitCode.CAMPAIGN, f"The server's campaign manifest lacks {error}.") from error
+
+
+def _fetch_patch(name: str, sha256: str, url: str, dirs: Dirs) -> Patch:
+    cached = dirs.cache / "patches" / sha256 / name
+    if cached.is_file() and _sha256(cached.read_bytes()) == sha256:
+        return Patch(name, sha256, cached)
+    data = client.download(url)
+    actual = _sha256(data)
+    if actual != sha256:
+        raise AgentError(
+            ExitCode.CAMPAIGN, f"Patch {name} from {url} has sha256 {actual}, the manifest says {sha256}: refused."
+        )
+    write_atomic(cached, data)
+    return Patch(name, sha256, cached)
+
+
+def load(slug: str, server: str | None, dirs: Dirs) -> tuple[Campaign, str | None]:
+    """The server's manifest when it answers, else the bundled copy; the second value says why it fell back."""
+    if not server:
+        return bundled(slug), "no server given"
+    try:
+        response = client.get_json(server, f"/api/v1/campaigns/{slug}/")
+    except AgentError as error:
+        return bundled(slug), error.message
+    if response.status != 200:
+        return bundled(slug), f"the server answered HTTP {response.status} for campaign {slug}"
+    return from_manifest(response.body, dirs), None

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from benchhub_agent import model
+from benchhub_agent.dirs import home
+from benchhub_agent.errors import AgentError, ExitCode
+
+GEMMA = Path(os.environ.get("BENCHHUB_FIXTURES", Path.home() / ".cache/benchhub-fixtures")) / "gemma-3-270m-q4_k_m.gguf"
+needs_gemma = pytest.mark.skipif(not GEMMA.is_file(), reason="scripts/fixtures.sh has not fetched Gemma 3 270M")
+
+
+@needs_gemma
+def test_it_reads_the_facts_of_the_real_gemma_model() -> None:
+    facts = model.read_gguf(GEMMA)
+    assert facts["architecture"] == "gemma3"
+    assert facts["file_type"] == "Q4_K_M"
+    assert facts["n_params"] == 268_098_176
+    assert "Q4_K" in facts["tensor_bytes_by_type"]
+    assert sum(facts["tensor_bytes_by_type"].values()) < GEMMA.stat().st_size
+
+
+@needs_gemma
+def test_it_refuses_a_truncated_copy(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.gguf"
+    with GEMMA.open("rb") as source, cut.open("wb") as target:
+        target.write(source.read(GEMMA.stat().st_size // 2))
+    with pytest.raises(AgentError) as caught:
+        model.read_gguf(cut)
+    assert caught.value.code == ExitCode.BAD_MODEL
+    assert "truncated" in caught.value.message or "not a readable GGUF" in caught.value.message
+
+
+def test_it_refuses_a_file_that_is_not_gguf(tmp_path: Path) -> None:
+    text = tmp_path / "model.gguf"
+    text.write_text("not a model")
+    with pytest.raises(AgentError, match="not a GGUF file") as caught:
+        model.read_gguf(text)
+    assert caught.value.code == ExitCode.BAD_MODEL
+
+
+def test_it_refuses_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(AgentError, match="does not exist"):
+        model.read_gguf(tmp_path / "absent.gguf")
+
+
+def test_it_hashes_once_and_again_only_when_the_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blob = tmp_path / "blob.gguf"
+    blob.write_bytes(b"GGUF" + b"x" * 1000)
+    dirs = home()
+    first = model.sha256_cached(blob, dirs)
+    assert first == hashlib.sha256(blob.read_bytes()).hexdigest()
+
+    def no_second_hash(*args: object) -> None:
+        raise AssertionError("hashed again")
+
+    monkeypatch.setattr(model.hashlib, "sha256", no_second_hash)
+    assert model.sha256_cached(blob, dirs) == first
+    monkeypatch.undo()
+    blob.write_bytes(b"GGUF" + b"y" * 1001)
+    assert model.sha256_cached(blob, dirs) == hashlib.sha256(blob.read_bytes()).hexdigest()
+
+
+def test_it_names_file_types_as_llama_cpp_does() -> None:
+    assert model.file_type_name(15) == "Q4_K_M"
+    assert model.file_type_name(19) == "IQ2_XXS"
+    assert model.file_type_name(9999) == "type_9999"
+
+
+@needs_gemma
+def test_it_assembles_the_model_section_with_hash_and_label(tmp_path: Path) -> None:
+    copy = tmp_path / "g.gguf"
+    shutil.copyfile(GEMMA, copy)
+    facts = model.model_facts(copy, home(), label="Gemma 3 270M")
+    assert facts["file_name"] == "g.gguf" and facts["label"] == "Gemma 3 270M"
+    assert len(facts["sha256"]) == 64 and facts["size_bytes"] == GEMMA.stat().st_size

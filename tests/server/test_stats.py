@@ -1,0 +1,62 @@
+"""The pure statistics behind every leaderboard number."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchhub.results import stats
+
+
+def test_it_takes_the_median_of_odd_and_even_counts() -> None:
+    assert stats.median([3, 1, 2]) == 2
+    assert stats.median([4, 1, 3, 2]) == 2.5
+    with pytest.raises(ValueError):
+        stats.median([])
+
+
+def test_it_measures_spread_relative_to_the_median() -> None:
+    assert stats.spread([100, 102]) == pytest.approx(2 / 101)
+    assert stats.spread([5.0]) == 0
+
+
+def test_it_pairs_speedups_and_refuses_a_zero_baseline() -> None:
+    assert stats.paired_speedup(240.1, 146.0) == pytest.approx(1.6445, rel=1e-4)
+    assert stats.paired_speedup(1.0, 0.0) is None
+
+
+@pytest.mark.parametrize(
+    ("n", "ranks"),
+    [(1, (1, 1)), (2, (1, 2)), (5, (1, 5)), (6, (1, 6)), (9, (2, 8)), (10, (2, 9)), (20, (6, 15)), (100, (40, 61))],
+)
+def test_it_picks_the_order_statistics_of_the_binomial_median_interval(n: int, ranks: tuple[int, int]) -> None:
+    assert stats.median_interval_ranks(n) == ranks
+
+
+def test_it_covers_at_least_95_percent_wherever_that_is_possible() -> None:
+    for n in range(6, 60):
+        low, _ = stats.median_interval_ranks(n)
+        coverage = 1 - 2 * sum(math.comb(n, i) for i in range(low)) / 2**n
+        assert coverage >= 0.95
+        tighter = 1 - 2 * sum(math.comb(n, i) for i in range(low + 1)) / 2**n
+        assert tighter < 0.95
+
+
+def test_it_gives_a_single_submission_a_point_interval() -> None:
+    assert stats.median_interval([1.42]) == (1.42, 1.42)
+
+
+def test_it_aggregates_medians_and_counts_contributors() -> None:
+    samples = [
+        stats.PairedSample(tg_tps=210, baseline_tg_tps=148, speedup=210 / 148, contributor=1),
+        stats.PairedSample(tg_tps=90, baseline_tg_tps=71.5, speedup=90 / 71.5, contributor=2),
+        stats.PairedSample(tg_tps=200, baseline_tg_tps=137, speedup=200 / 137, contributor=1),
+    ]
+    cell = stats.aggregate(samples)
+    assert cell is not None
+    assert cell.tg_tps == 200 and cell.baseline_tg_tps == 137
+    assert cell.speedup == pytest.approx(210 / 148), "the median of the paired ratios, not a ratio of medians"
+    assert (cell.ci_low, cell.ci_high) == (pytest.approx(90 / 71.5), pytest.approx(200 / 137))
+    assert (cell.n_submissions, cell.n_contributors) == (3, 2)
+    assert stats.aggregate([]) is None

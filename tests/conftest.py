@@ -186,6 +186,10 @@ class Api:
 
 @pytest.fixture
 def api(client: Any) -> Api:
+    """Every test starts with fresh throttle counters (they live in Redis, shared across runs)."""
+    from django.core.cache import cache
+
+    cache.clear()
     return Api(client)
 
 

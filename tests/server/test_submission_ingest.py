@@ -252,7 +252,7 @@ def test_it_flags_what_it_sees_even_when_the_agent_does_not(api: Api, ada: envel
 def test_it_keeps_raw_envelopes_immutable_in_the_database(api: Api, ada: envelope.Signer) -> None:
     from django.db import DatabaseError, connection, transaction
 
-    api.submit(build_payload(), ada)
+    assert api.submit(build_payload(), ada).status_code == 201
     with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("UPDATE results_rawenvelope SET body = %s", [b"{}"])
     assert RawEnvelope.objects.count() == 1

@@ -1,18 +1,23 @@
 """Pure functions from measured rows to Plotly figures: no ORM, no request, so every chart can be
-tested from plain values. The pages embed `figure_dict(...)` and static/js/charts.js draws it with
-the vendored plotly.js."""
+tested from plain values. Figures are built as plain Plotly JSON (dicts): plotly's graph objects
+validate every property on construction, which costs ~100 ms per chart, too slow for a page; the
+tests validate the same dicts with `plotly.graph_objects.Figure` instead. The pages embed them as
+JSON data islands and static/js/charts.js draws them with the vendored plotly.js."""
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-import plotly.graph_objects as go
+Figure = dict[str, Any]
 
 # Colour-blind-safe palette (Okabe-Ito), ordered so neighbouring lines stay distinguishable.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 REFERENCE_DASH = "dot"
+FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13, "color": "#1a1a1a"}
+GRID = "#e3e6ea"
 
 
 @dataclass(frozen=True)
@@ -43,71 +48,81 @@ def _rgba(hex_colour: str, alpha: float) -> str:
     return f"rgba({red},{green},{blue},{alpha})"
 
 
-def _base_layout(title: str, y_title: str, batch_sizes: Sequence[int]) -> dict[str, object]:
+def _axis(title: str, **extra: Any) -> dict[str, Any]:
+    axis = {"gridcolor": GRID, "zerolinecolor": GRID, "automargin": True, **extra}
+    return {"title": {"text": title}, **axis} if title else axis
+
+
+def _base_layout(title: str, y_title: str, batch_sizes: Sequence[int], n_legend_entries: int) -> dict[str, Any]:
+    # The legend sits under the plot; Plotly does not grow the margin for it, so the bottom margin
+    # is sized for its rows (two entries a row on a phone-width screen).
+    legend_height = 24 * math.ceil(n_legend_entries / 2)
     return {
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 16}},
-        "xaxis": {"title": {"text": "batch size (sequences decoded at once)"}, "tickvals": list(batch_sizes)},
-        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-        "legend": {"orientation": "h", "y": -0.25, "x": 0},
-        "margin": {"l": 56, "r": 16, "t": 48, "b": 96},
+        # Ticks read BS1, BS2, ... as the tables' column headers do.
+        "xaxis": _axis("", tickvals=list(batch_sizes), ticktext=[f"BS{size}" for size in batch_sizes]),
+        "yaxis": _axis(y_title, rangemode="tozero"),
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.08, "yref": "paper", "x": 0},
+        "margin": {"l": 56, "r": 16, "t": 48, "b": 48 + legend_height},
+        "height": 380 + legend_height,
         "hovermode": "x unified",
-        "template": "plotly_white",
-        "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13, "color": "#1a1a1a"},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "font": FONT,
     }
 
 
-def _interval_band(series: Series, colour: str) -> list[go.Scatter]:
+def _interval_band(series: Series, colour: str) -> list[dict[str, Any]]:
     """Two traces: the upper edge (invisible) and the lower edge filled up to it."""
     points = [p for p in series.sorted_points() if p.low is not None and p.high is not None]
     if not points:
         return []
     xs = [p.batch_size for p in points]
-    common = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
+    common = {"type": "scatter", "mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
     return [
-        go.Scatter(x=xs, y=[p.high for p in points], legendgroup=series.name, **common),
-        go.Scatter(
-            x=xs,
-            y=[p.low for p in points],
-            fill="tonexty",
-            fillcolor=_rgba(colour, 0.15),
-            legendgroup=series.name,
+        {**common, "x": xs, "y": [p.high for p in points], "legendgroup": series.name},
+        {
             **common,
-        ),
+            "x": xs,
+            "y": [p.low for p in points],
+            "fill": "tonexty",
+            "fillcolor": _rgba(colour, 0.15),
+            "legendgroup": series.name,
+        },
     ]
 
 
-def _line(series: Series, colour: str, hover_template: str) -> go.Scatter:
+def _line(series: Series, colour: str, hover_template: str) -> dict[str, Any]:
     points = series.sorted_points()
-    name = f"{series.name} (published, not signed)" if series.reference else series.name
-    return go.Scatter(
-        x=[p.batch_size for p in points],
-        y=[p.value for p in points],
-        customdata=[[p.n_submissions if p.n_submissions is not None else "–"] for p in points],
-        mode="lines+markers",
-        name=name,
-        legendgroup=series.name,
-        line={"color": colour, "width": 2, "dash": REFERENCE_DASH if series.reference else "solid"},
-        marker={"size": 7, "symbol": "diamond-open" if series.reference else "circle"},
-        hovertemplate=hover_template,
-    )
+    return {
+        "type": "scatter",
+        "x": [p.batch_size for p in points],
+        "y": [p.value for p in points],
+        "customdata": [[p.n_submissions if p.n_submissions is not None else "–"] for p in points],
+        "mode": "lines+markers",
+        "name": f"{series.name} (published, not signed)" if series.reference else series.name,
+        "legendgroup": series.name,
+        "line": {"color": colour, "width": 2, "dash": REFERENCE_DASH if series.reference else "solid"},
+        "marker": {"size": 7, "symbol": "diamond-open" if series.reference else "circle"},
+        "hovertemplate": hover_template,
+    }
 
 
 def _all_batch_sizes(series: Iterable[Series]) -> list[int]:
     return sorted({p.batch_size for s in series for p in s.points})
 
 
-def _lines_figure(series: Sequence[Series], title: str, y_title: str, hover_template: str) -> go.Figure:
-    figure = go.Figure()
+def _lines_figure(series: Sequence[Series], title: str, y_title: str, hover_template: str) -> Figure:
+    data: list[dict[str, Any]] = []
     for index, one in enumerate(series):
         colour = PALETTE[index % len(PALETTE)]
         if not one.reference:
-            figure.add_traces(_interval_band(one, colour))
-        figure.add_trace(_line(one, colour, hover_template))
-    figure.update_layout(**_base_layout(title, y_title, _all_batch_sizes(series)))
-    return figure
+            data += _interval_band(one, colour)
+        data.append(_line(one, colour, hover_template))
+    return {"data": data, "layout": _base_layout(title, y_title, _all_batch_sizes(series), len(series))}
 
 
-def speedup_figure(series: Sequence[Series], title: str) -> go.Figure:
+def speedup_figure(series: Sequence[Series], title: str) -> Figure:
     """Speedup over the baseline against batch size; 1.0 (parity) drawn as a reference line."""
     figure = _lines_figure(
         series,
@@ -115,11 +130,22 @@ def speedup_figure(series: Sequence[Series], title: str) -> go.Figure:
         "speedup over baseline (×)",
         "%{y:.2f}× (n=%{customdata[0]})<extra>%{fullData.name}</extra>",
     )
-    figure.add_hline(y=1.0, line={"color": "#555555", "width": 1, "dash": "dash"})
+    figure["layout"]["shapes"] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "yref": "y",
+            "y0": 1.0,
+            "y1": 1.0,
+            "line": {"color": "#555555", "width": 1, "dash": "dash"},
+        }
+    ]
     return figure
 
 
-def throughput_figure(series: Sequence[Series], title: str) -> go.Figure:
+def throughput_figure(series: Sequence[Series], title: str) -> Figure:
     """Decode tokens per second against batch size."""
     return _lines_figure(
         series,
@@ -129,39 +155,34 @@ def throughput_figure(series: Sequence[Series], title: str) -> go.Figure:
     )
 
 
-def quant_mix_figure(tensor_bytes_by_type: Mapping[str, int], title: str = "Bytes per tensor type") -> go.Figure:
+def quant_mix_figure(tensor_bytes_by_type: Mapping[str, int], title: str = "Bytes per tensor type") -> Figure:
     """One horizontal stacked bar: which ggml types hold the model's bytes."""
     total = sum(tensor_bytes_by_type.values()) or 1
-    figure = go.Figure()
     ordered = sorted(tensor_bytes_by_type.items(), key=lambda item: (-item[1], item[0]))
+    data = []
     for index, (type_name, size) in enumerate(ordered):
-        share = 100.0 * size / total
-        figure.add_trace(
-            go.Bar(
-                x=[share],
-                y=["model"],
-                orientation="h",
-                name=f"{type_name} {share:.1f}%",
-                marker={"color": PALETTE[index % len(PALETTE)]},
-                hovertemplate=f"{type_name}: {size:,} bytes ({share:.1f}%)<extra></extra>",
-            )
+        share = round(100.0 * size / total, 1)
+        data.append(
+            {
+                "type": "bar",
+                "x": [share],
+                "y": ["model"],
+                "orientation": "h",
+                "name": f"{type_name} {share:.1f}%",
+                "marker": {"color": PALETTE[index % len(PALETTE)]},
+                "hovertemplate": f"{type_name}: {size:,} bytes ({share:.1f}%)<extra></extra>",
+            }
         )
-    figure.update_layout(
-        barmode="stack",
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 16}},
-        xaxis={"title": {"text": "share of tensor bytes (%)"}, "range": [0, 100]},
-        yaxis={"visible": False},
-        height=220,
-        margin={"l": 16, "r": 16, "t": 48, "b": 48},
-        legend={"orientation": "h", "y": -0.6, "x": 0},
-        template="plotly_white",
-        font={"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13, "color": "#1a1a1a"},
-    )
-    return figure
-
-
-def figure_dict(figure: go.Figure) -> dict[str, object]:
-    """The figure as plain data for the page's json_script data island; the round trip through
-    plotly's own encoder turns its typed arrays and numpy values into plain JSON."""
-    loaded: dict[str, object] = json.loads(figure.to_json())
-    return loaded
+    layout = {
+        "barmode": "stack",
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 16}},
+        "xaxis": _axis("share of tensor bytes (%)", range=[0, 100]),
+        "yaxis": {"visible": False},
+        "height": 220,
+        "margin": {"l": 16, "r": 16, "t": 48, "b": 48},
+        "legend": {"orientation": "h", "y": -0.6, "x": 0},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "font": FONT,
+    }
+    return {"data": data, "layout": layout}

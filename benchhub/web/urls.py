@@ -1,3 +1,13 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from benchhub.web import compare, views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.home, name="home"),
+    path("chips/<slug:slug>/", views.chip, name="chip"),
+    path("submissions/<uuid:pk>/", views.submission, name="submission"),
+    path("submissions/<uuid:pk>/envelope.json", views.submission_envelope, name="submission-envelope"),
+    path("contributors/<str:handle>/", views.contributor, name="contributor"),
+    path("compare/", compare.compare, name="compare"),
+    path("about/", views.about, name="about"),
+]

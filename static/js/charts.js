@@ -8,6 +8,8 @@
       var island = document.getElementById(target.getAttribute("data-figure"));
       if (!island) { return; }
       var figure = JSON.parse(island.textContent);
+      // With responsive on, plotly fills its container's height, so the container takes the figure's.
+      if (figure.layout && figure.layout.height) { target.style.height = figure.layout.height + "px"; }
       Plotly.newPlot(target, figure.data, figure.layout, {
         responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"]
       });

@@ -4,6 +4,7 @@ import hashlib
 from pathlib import Path
 
 import plotly
+import plotly.graph_objects as go
 
 from benchhub.web import charts
 from benchhub.web.charts import Point, Series
@@ -22,7 +23,7 @@ M1_REFERENCE = Series(name="Apple M1 (published)", points=(Point(4, 1.26), Point
 
 
 def test_it_draws_one_line_per_series_sorted_by_batch_size_with_an_interval_band() -> None:
-    figure = charts.figure_dict(charts.speedup_figure([M5_PRO], "IQ2_XXS: 01 over upstream"))
+    figure = charts.speedup_figure([M5_PRO], "IQ2_XXS: 01 over upstream")
     data = figure["data"]
     assert isinstance(data, list)
     lines = [trace for trace in data if trace.get("mode") == "lines+markers"]
@@ -35,7 +36,7 @@ def test_it_draws_one_line_per_series_sorted_by_batch_size_with_an_interval_band
 
 
 def test_it_marks_reference_series_dotted_and_labelled_and_gives_them_no_band() -> None:
-    figure = charts.figure_dict(charts.speedup_figure([M5_PRO, M1_REFERENCE], "t"))
+    figure = charts.speedup_figure([M5_PRO, M1_REFERENCE], "t")
     data = figure["data"]
     assert isinstance(data, list)
     reference = [trace for trace in data if "published" in str(trace.get("name", ""))]
@@ -46,26 +47,26 @@ def test_it_marks_reference_series_dotted_and_labelled_and_gives_them_no_band() 
 
 
 def test_it_draws_the_parity_line_on_speedup_charts_only() -> None:
-    speedup = charts.figure_dict(charts.speedup_figure([M5_PRO], "t"))
-    throughput = charts.figure_dict(charts.throughput_figure([M5_PRO], "t"))
-    assert speedup["layout"]["shapes"][0]["y0"] == 1.0  # type: ignore[index]
-    assert "shapes" not in throughput["layout"]  # type: ignore[operator]
+    speedup = charts.speedup_figure([M5_PRO], "t")
+    throughput = charts.throughput_figure([M5_PRO], "t")
+    assert speedup["layout"]["shapes"][0]["y0"] == 1.0
+    assert "shapes" not in throughput["layout"]
 
 
 def test_it_labels_ticks_with_every_measured_batch_size() -> None:
-    figure = charts.figure_dict(charts.throughput_figure([M5_PRO, M1_REFERENCE], "t"))
-    assert figure["layout"]["xaxis"]["tickvals"] == [1, 4, 8]  # type: ignore[index]
+    figure = charts.throughput_figure([M5_PRO, M1_REFERENCE], "t")
+    assert figure["layout"]["xaxis"]["tickvals"] == [1, 4, 8]
 
 
 def test_it_skips_the_band_where_no_interval_exists() -> None:
     lone = Series(name="single submission", points=(Point(1, 100.0), Point(8, 180.0)))
-    data = charts.figure_dict(charts.throughput_figure([lone], "t"))["data"]
+    data = charts.throughput_figure([lone], "t")["data"]
     assert isinstance(data, list)
     assert [trace["mode"] for trace in data] == ["lines+markers"]
 
 
 def test_it_stacks_the_quant_mix_by_share_of_bytes_largest_first() -> None:
-    figure = charts.figure_dict(charts.quant_mix_figure({"F32": 1_000, "IQ2_XXS": 6_000, "Q4_K": 3_000}))
+    figure = charts.quant_mix_figure({"F32": 1_000, "IQ2_XXS": 6_000, "Q4_K": 3_000})
     data = figure["data"]
     assert isinstance(data, list)
     assert [trace["name"] for trace in data] == ["IQ2_XXS 60.0%", "Q4_K 30.0%", "F32 10.0%"]
@@ -73,10 +74,21 @@ def test_it_stacks_the_quant_mix_by_share_of_bytes_largest_first() -> None:
 
 
 def test_it_draws_an_empty_quant_mix_without_dividing_by_zero() -> None:
-    assert charts.figure_dict(charts.quant_mix_figure({}))["data"] == []
+    assert charts.quant_mix_figure({})["data"] == []
 
 
 def test_it_vendors_the_plotly_js_that_the_python_package_was_built_against() -> None:
     shipped = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     vendored = ROOT / "static" / "vendor" / "plotly-4.1.1.min.js"
     assert hashlib.sha256(vendored.read_bytes()).digest() == hashlib.sha256(shipped.read_bytes()).digest()
+
+
+def test_it_builds_figures_that_plotly_accepts_as_valid() -> None:
+    figures = [
+        charts.speedup_figure([M5_PRO, M1_REFERENCE], "t"),
+        charts.throughput_figure([M5_PRO], "t"),
+        charts.quant_mix_figure({"IQ2_XXS": 5, "F32": 1}),
+    ]
+    for figure in figures:
+        # graph_objects validates every property name and value, and raises on anything plotly.js would not know.
+        assert go.Figure(figure).to_plotly_json()["data"]

@@ -1,0 +1,132 @@
+"""The compare page: two chips (from leaderboard cells) or two submissions (from their own
+measurements), side by side in one chart and one table."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from benchhub.results.models import LeaderboardCell, Submission
+from benchhub.web import charts
+from benchhub.web.leaderboard import chip_label, format_pair, speedup_series
+from benchhub.web.pages import Chart, Page, submission_series
+from benchhub.web.views import CampaignChoice, campaign_choices, chips_by_slug, compared_variant, pick_campaign
+
+
+@dataclass(frozen=True)
+class CompareLine:
+    label: str
+    left: str
+    right: str
+
+
+def _as_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def _chip_comparison(
+    campaign: CampaignChoice, variant: str, left: tuple[str, int | None], right: tuple[str, int | None]
+) -> tuple[list[Chart], list[CompareLine]]:
+    cells = list(
+        LeaderboardCell.objects.filter(campaign__slug=campaign.slug, variant=variant).filter(
+            chip__in=[left[0], right[0]]
+        )
+    )
+    cells = [c for c in cells if (c.chip, c.gpu_cores) in (left, right)]
+    chart_list = []
+    lines = []
+    for index, quant in enumerate(sorted({c.quant for c in cells})):
+        series = speedup_series(cells, [], quant, variant)
+        chart_list.append(
+            Chart(
+                f"compare-{index}",
+                f"{quant}: speedup of {variant} on both chips",
+                charts.speedup_figure(series, f"{quant}: {variant} over {campaign.baseline}"),
+            )
+        )
+        by_side: dict[tuple[int, tuple[str, int | None]], str] = {}
+        for c in cells:
+            if c.quant == quant:
+                text = format_pair(c.baseline_tg_tps, c.tg_tps, c.speedup) if c.n_submissions else "excluded"
+                by_side[(c.batch_size, (c.chip, c.gpu_cores))] = f"{text} n={c.n_submissions}"
+        for batch_size in sorted({bs for bs, _ in by_side}):
+            lines.append(
+                CompareLine(
+                    f"{quant} BS{batch_size}",
+                    by_side.get((batch_size, left), "–"),
+                    by_side.get((batch_size, right), "–"),
+                )
+            )
+    return chart_list, lines
+
+
+def _submission_comparison(left: Submission, right: Submission) -> tuple[list[Chart], list[CompareLine]]:
+    measured = {side.pk: list(side.measurements.all()) for side in (left, right)}
+    series = submission_series(measured[left.pk], "A: ") + submission_series(measured[right.pk], "B: ")
+    chart = Chart(
+        "compare-submissions",
+        "decode throughput of both submissions by batch size",
+        charts.throughput_figure(series, "Decode t/s by batch size (A solid lines, B after)"),
+    )
+    cells: dict[tuple[str, int], dict[object, str]] = defaultdict(dict)
+    for side in (left, right):
+        for m in measured[side.pk]:
+            text = format_pair(m.baseline_tg_tps, m.tg_tps, m.speedup)
+            cells[(m.variant_name, m.batch_size)][side.pk] = text + (" excluded" if m.excluded_reason else "")
+    lines = [
+        CompareLine(f"{variant} BS{bs}", values.get(left.pk, "–"), values.get(right.pk, "–"))
+        for (variant, bs), values in sorted(cells.items(), key=lambda item: (item[0][1], item[0][0]))
+    ]
+    return [chart], lines
+
+
+@require_safe
+def compare(request: HttpRequest) -> HttpResponse:
+    choices = campaign_choices()
+    chips = chips_by_slug()
+    a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
+    context: dict[str, object] = {
+        "page": Page("Compare"),
+        "chip_options": sorted((chip_label(*value), slug) for slug, value in chips.items()),
+        "a": a,
+        "b": b,
+        "campaigns": [c for c in choices if c.live],
+    }
+    if not a or not b:
+        return render(request, "web/compare.html", context)
+    if a in chips and b in chips and choices:
+        campaign = pick_campaign(choices, request.GET.get("campaign"))
+        variant = compared_variant(campaign, request.GET.get("variant"))
+        chart_list, lines = _chip_comparison(campaign, variant, chips[a], chips[b])
+        context.update(
+            kind="chips",
+            campaign=campaign,
+            variant=variant,
+            left=chip_label(*chips[a]),
+            right=chip_label(*chips[b]),
+            charts=chart_list,
+            lines=lines,
+        )
+        return render(request, "web/compare.html", context)
+    ids = [_as_uuid(a), _as_uuid(b)]
+    found = {
+        s.pk: s
+        for s in Submission.objects.public()
+        .filter(pk__in=[i for i in ids if i])
+        .select_related("machine", "model_file")
+    }
+    if ids[0] in found and ids[1] in found:
+        left, right = found[ids[0]], found[ids[1]]
+        chart_list, lines = _submission_comparison(left, right)
+        context.update(kind="submissions", left=left, right=right, charts=chart_list, lines=lines)
+        return render(request, "web/compare.html", context)
+    context["error"] = "Pick two chips from the lists, or paste two submission ids."
+    return render(request, "web/compare.html", context, status=400)

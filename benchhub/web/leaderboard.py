@@ -1,0 +1,333 @@
+"""Shaping precomputed leaderboard cells into what the pages show: pure functions over rows that
+look like LeaderboardCell / ReferenceRow, so the grouping and the `148→210 (+42%)` form are tested
+without a database and a page never aggregates raw measurements."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from django.utils.text import slugify
+
+from benchhub.web.charts import Point, Series
+
+AMORTISATION_FROM, AMORTISATION_TO = 1, 8
+CHIP_GENERATIONS = ("M1", "M2", "M3", "M4", "M5")
+CHIP_TIERS = ("", "Pro", "Max", "Ultra")
+
+
+class CellLike(Protocol):
+    chip: str
+    gpu_cores: int | None
+    quant: str
+    variant: str
+    batch_size: int
+    baseline_tg_tps: float | None
+    tg_tps: float | None
+    speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_submissions: int
+    n_contributors: int
+    n_excluded_correctness: int
+    n_excluded_degenerate: int
+
+
+class ReferenceLike(Protocol):
+    chip: str
+    gpu_cores: int | None
+    machine_label: str
+    model_label: str
+    quant: str
+    variant: str
+    batch_size: int
+    baseline_tg_tps: float
+    tg_tps: float
+    source: str
+    source_url: str
+
+
+def format_tps(value: float | None) -> str:
+    """Three significant figures, as the published tables write them (148, 71.5)."""
+    if value is None:
+        return "–"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def format_change(speedup: float | None) -> str:
+    if speedup is None:
+        return "–"
+    percent = round((speedup - 1.0) * 100)
+    return f"{'+' if percent > 0 else ('−' if percent < 0 else '±')}{abs(percent)}%"
+
+
+def format_pair(baseline: float | None, value: float | None, speedup: float | None) -> str:
+    return f"{format_tps(baseline)}→{format_tps(value)} ({format_change(speedup)})"
+
+
+def chip_label(chip: str, gpu_cores: int | None) -> str:
+    return f"{chip} ({gpu_cores}-core GPU)" if gpu_cores else chip
+
+
+def chip_slug(chip: str, gpu_cores: int | None) -> str:
+    return slugify(f"{chip} {gpu_cores}c") if gpu_cores else slugify(chip)
+
+
+@dataclass(frozen=True)
+class CellView:
+    batch_size: int
+    text: str
+    details: tuple[str, ...]  # small print under the number: counts, interval, exclusions
+    state: str  # "measured", "excluded" or "empty"
+
+
+def _exclusion_note(cell: CellLike) -> tuple[str, ...]:
+    notes = []
+    if cell.n_excluded_correctness:
+        notes.append(f"{cell.n_excluded_correctness} excluded: correctness failed")
+    if cell.n_excluded_degenerate:
+        notes.append(f"{cell.n_excluded_degenerate} excluded: degenerate output")
+    return tuple(notes)
+
+
+def cell_view(cell: CellLike | None, batch_size: int) -> CellView:
+    if cell is None:
+        return CellView(batch_size, "", (), "empty")
+    excluded = _exclusion_note(cell)
+    if cell.n_submissions == 0:
+        return CellView(batch_size, "excluded", excluded, "excluded")
+    people = f"{cell.n_contributors} contributor{'s' if cell.n_contributors != 1 else ''}"
+    details = [f"n={cell.n_submissions}, {people}"]
+    if cell.ci_low is not None and cell.ci_high is not None:
+        details.append(f"95% CI {format_change(cell.ci_low)} to {format_change(cell.ci_high)}")
+    text = format_pair(cell.baseline_tg_tps, cell.tg_tps, cell.speedup)
+    return CellView(batch_size, text, (*details, *excluded), "measured")
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    variant: str
+    is_baseline: bool
+    cells: tuple[CellView, ...]
+    amortisation: str
+
+
+@dataclass(frozen=True)
+class ReferenceTable:
+    label: str
+    source: str
+    source_url: str
+    cells: tuple[CellView, ...]
+
+
+@dataclass
+class ChipQuantGroup:
+    chip: str
+    gpu_cores: int | None
+    quant: str
+    batch_sizes: list[int] = field(default_factory=list)
+    rows: list[VariantRow] = field(default_factory=list)
+    references: list[ReferenceTable] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return chip_label(self.chip, self.gpu_cores)
+
+    @property
+    def slug(self) -> str:
+        return chip_slug(self.chip, self.gpu_cores)
+
+
+def amortisation(by_batch: dict[int, float | None]) -> str:
+    """BS8 throughput over BS1 throughput: how much a batch of 8 buys over decoding one stream."""
+    first, last = by_batch.get(AMORTISATION_FROM), by_batch.get(AMORTISATION_TO)
+    if not first or not last:
+        return "–"
+    return f"{last / first:.2f}×"
+
+
+def _variant_order(names: Iterable[str], declared: Sequence[str]) -> list[str]:
+    rank = {name: index for index, name in enumerate(declared)}
+    return sorted(set(names), key=lambda name: (rank.get(name, len(rank)), name))
+
+
+def _baseline_by_batch(cells: Sequence[CellLike], baseline: str) -> dict[int, float | None]:
+    """The baseline's throughput per batch size: its own cell where present, else the median the
+    variant cells carry (they are the same medians, computed per cell)."""
+    values: dict[int, float | None] = {}
+    for cell in cells:
+        if cell.variant == baseline and cell.tg_tps is not None:
+            values[cell.batch_size] = cell.tg_tps
+    for cell in cells:
+        if cell.batch_size not in values and cell.baseline_tg_tps is not None and cell.n_submissions:
+            values[cell.batch_size] = cell.baseline_tg_tps
+    return values
+
+
+def _group_rows(cells: Sequence[CellLike], baseline: str, declared: Sequence[str]) -> list[VariantRow]:
+    batch_sizes = sorted({cell.batch_size for cell in cells})
+    baseline_tps = _baseline_by_batch(cells, baseline)
+    rows = [
+        VariantRow(
+            variant=baseline,
+            is_baseline=True,
+            cells=tuple(CellView(bs, format_tps(baseline_tps.get(bs)), (), "measured") for bs in batch_sizes),
+            amortisation=amortisation(baseline_tps),
+        )
+    ]
+    by_variant: dict[str, dict[int, CellLike]] = defaultdict(dict)
+    for cell in cells:
+        if cell.variant != baseline:
+            by_variant[cell.variant][cell.batch_size] = cell
+    for variant in _variant_order(by_variant, declared):
+        found = by_variant[variant]
+        tps = {bs: cell.tg_tps for bs, cell in found.items() if cell.n_submissions}
+        rows.append(
+            VariantRow(
+                variant=variant,
+                is_baseline=False,
+                cells=tuple(cell_view(found.get(bs), bs) for bs in batch_sizes),
+                amortisation=amortisation(tps),
+            )
+        )
+    return rows
+
+
+def _reference_tables(refs: Sequence[ReferenceLike], batch_sizes: Sequence[int]) -> list[ReferenceTable]:
+    by_table: dict[tuple[str, str, str], dict[int, ReferenceLike]] = defaultdict(dict)
+    for ref in refs:
+        by_table[(ref.machine_label, ref.model_label, ref.variant)][ref.batch_size] = ref
+    tables = []
+    for (machine, model, variant), rows in sorted(by_table.items()):
+        any_row = next(iter(rows.values()))
+        cells = tuple(
+            CellView(bs, format_pair(r.baseline_tg_tps, r.tg_tps, r.tg_tps / r.baseline_tg_tps), (), "measured")
+            if (r := rows.get(bs))
+            else CellView(bs, "", (), "empty")
+            for bs in batch_sizes
+        )
+        tables.append(ReferenceTable(f"{machine}, {model}, {variant}", any_row.source, any_row.source_url, cells))
+    return tables
+
+
+def _group_key(chip: str, gpu_cores: int | None, quant: str) -> tuple[str, int, str]:
+    return (chip, gpu_cores or 0, quant)
+
+
+def build_board(
+    cells: Iterable[CellLike], references: Iterable[ReferenceLike], baseline: str, declared: Sequence[str]
+) -> list[ChipQuantGroup]:
+    """One group per (chip, GPU cores, quant) holding crowd rows; published rows of the same chip
+    and quant sit in the group as separate reference tables, and chips known only from published
+    rows get a group of their own with no crowd rows."""
+    crowd: dict[tuple[str, int, str], list[CellLike]] = defaultdict(list)
+    for cell in cells:
+        crowd[_group_key(cell.chip, cell.gpu_cores, cell.quant)].append(cell)
+    refs_by_chip_quant: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)
+    for ref in references:
+        refs_by_chip_quant[(ref.chip, ref.quant)].append(ref)
+
+    groups: dict[tuple[str, int, str], ChipQuantGroup] = {}
+    for key, group_cells in crowd.items():
+        chip, cores, quant = key
+        refs = [r for r in refs_by_chip_quant.get((chip, quant), []) if r.gpu_cores in (None, cores or None)]
+        batch_sizes = sorted({c.batch_size for c in group_cells} | {r.batch_size for r in refs})
+        groups[key] = ChipQuantGroup(
+            chip, cores or None, quant, batch_sizes, _group_rows(group_cells, baseline, declared)
+        )
+        groups[key].references = _reference_tables(refs, batch_sizes)
+    covered = {(chip, quant) for chip, _, quant in crowd}
+    for (chip, quant), refs in refs_by_chip_quant.items():
+        if (chip, quant) in covered:
+            continue
+        batch_sizes = sorted({r.batch_size for r in refs})
+        key = _group_key(chip, refs[0].gpu_cores, quant)
+        groups[key] = ChipQuantGroup(
+            chip, refs[0].gpu_cores, quant, batch_sizes, [], _reference_tables(refs, batch_sizes)
+        )
+    return [groups[key] for key in sorted(groups, key=lambda key: (key[2], *_sort_key(key)))]
+
+
+_GENERATION = re.compile(r"\bM(\d+)\b(?:\s+(Pro|Max|Ultra))?")
+
+
+def _sort_key(key: tuple[str, int, str]) -> tuple[int, int, str, int, str]:
+    chip, cores, quant = key
+    match = _GENERATION.search(chip)
+    generation = int(match.group(1)) if match else 99
+    tier = CHIP_TIERS.index(match.group(2) or "") if match else 9
+    return (generation, tier, chip, cores, quant)
+
+
+def apple_family(chip: str) -> str | None:
+    """'Apple M3 Max' → 'M3 Max'; None for chips outside the M1–M5 families."""
+    match = _GENERATION.search(chip)
+    if not match or match.group(1) not in {g[1:] for g in CHIP_GENERATIONS}:
+        return None
+    return f"M{match.group(1)} {match.group(2)}".strip() if match.group(2) else f"M{match.group(1)}"
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    generation: str
+    tiers: tuple[tuple[str, bool], ...]  # (family name, has crowd results)
+
+
+def coverage(measured_chips: Iterable[str]) -> tuple[list[CoverageRow], list[str]]:
+    """Which M1–M5 base/Pro/Max/Ultra parts have crowd results, and which other chips do."""
+    families = set()
+    others = set()
+    for chip in measured_chips:
+        family = apple_family(chip)
+        if family:
+            families.add(family)
+        else:
+            others.add(chip)
+    rows = [
+        CoverageRow(gen, tuple(((f"{gen} {tier}".strip()), f"{gen} {tier}".strip() in families) for tier in CHIP_TIERS))
+        for gen in CHIP_GENERATIONS
+    ]
+    return rows, sorted(others)
+
+
+def speedup_series(
+    cells: Iterable[CellLike], references: Iterable[ReferenceLike], quant: str, variant: str
+) -> list[Series]:
+    """One line per chip (crowd medians with their interval) plus dotted published lines."""
+    by_chip: dict[tuple[str, int], list[Point]] = defaultdict(list)
+    for cell in cells:
+        if cell.quant == quant and cell.variant == variant and cell.n_submissions and cell.speedup is not None:
+            point = Point(cell.batch_size, cell.speedup, cell.ci_low, cell.ci_high, cell.n_submissions)
+            by_chip[(cell.chip, cell.gpu_cores or 0)].append(point)
+    series = [
+        Series(chip_label(chip, cores or None), tuple(points))
+        for (chip, cores), points in sorted(by_chip.items(), key=lambda item: _sort_key((*item[0], "")))
+    ]
+    ref_points: dict[str, list[Point]] = defaultdict(list)
+    for ref in references:
+        if ref.quant == quant and ref.variant == variant:
+            ref_points[f"{ref.machine_label}, {ref.model_label}"].append(
+                Point(ref.batch_size, ref.tg_tps / ref.baseline_tg_tps)
+            )
+    series += [Series(label, tuple(points), reference=True) for label, points in sorted(ref_points.items())]
+    return series
+
+
+def throughput_series(cells: Iterable[CellLike], quant: str, baseline: str) -> list[Series]:
+    """Decode t/s per variant against batch size for one chip and quant (baseline included)."""
+    by_variant: dict[str, list[Point]] = defaultdict(list)
+    baseline_points: dict[int, Point] = {}
+    for cell in cells:
+        if cell.quant != quant or not cell.n_submissions or cell.tg_tps is None:
+            continue
+        if cell.variant == baseline:
+            baseline_points[cell.batch_size] = Point(cell.batch_size, cell.tg_tps, n_submissions=cell.n_submissions)
+            continue
+        by_variant[cell.variant].append(Point(cell.batch_size, cell.tg_tps, n_submissions=cell.n_submissions))
+        if cell.baseline_tg_tps is not None and cell.batch_size not in baseline_points:
+            baseline_points[cell.batch_size] = Point(cell.batch_size, cell.baseline_tg_tps)
+    series = [Series(baseline, tuple(baseline_points.values()))] if baseline_points else []
+    return series + [Series(name, tuple(points)) for name, points in sorted(by_variant.items())]

@@ -40,13 +40,13 @@ def apply_patch(tree: Path, patch: Path) -> tuple[bool, str]:
     """The patch must be a-/b- format that both `patch -p1` and `git apply` take cleanly, then it is applied."""
     if not patch.is_file():
         return False, f"{patch.name} not found in {patch.parent}"
-    text = patch.read_text()
+    text = patch.read_bytes().decode()  # read_text() would turn CRLF into LF and hide it
     if "\r" in text or not re.search(r"^--- a/", text, re.M) or not re.search(r"^\+\+\+ b/", text, re.M):
         return False, f"{patch.name} is not an LF, a/ b/ prefixed unified diff"
     for tool, package in (("patch", "patch"), ("git", "git")):
         if shutil.which(tool) is None:
             return False, f"`{tool}` not found: apt-get install {package}"
-    rc, out = run(["patch", "-p1", "--dry-run", "--forward", "--batch", "--quiet"], tree, stdin=text)
+    rc, out = run(["patch", "-p1", "--dry-run", "--forward", "--batch", "--fuzz=0", "--quiet"], tree, stdin=text)
     if rc != 0:
         return False, f"patch -p1 rejects {patch.name}: {out[-600:]}"
     rc, out = run(["git", "apply", "--check", "--whitespace=nowarn", str(patch)], tree)

@@ -1,0 +1,315 @@
+"""The command line: a thin Click layer over the modules. Every failure is one sentence and an exit code."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__, doctor, keys, outbox, pipeline, report, result
+from .dirs import home, write_atomic
+from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
+from .errors import AgentError, ExitCode, exit_codes_help
+from .progress import Progress
+from .schema import SchemaViolation, validate_submission
+
+F = TypeVar("F", bound=Callable[..., Any])
+EPILOG = "\b\nExit codes:\n" + exit_codes_help()
+
+
+def handled(command: F) -> F:
+    """One sentence on stderr and the documented exit code for every failure, never a traceback."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except AgentError as error:
+            click.echo(f"benchhub-agent: {error.message}", err=True)
+            sys.exit(int(error.code))
+        except KeyboardInterrupt:
+            click.echo("\nbenchhub-agent: interrupted; nothing half-written was kept.", err=True)
+            sys.exit(int(ExitCode.INTERRUPTED))
+        except OSError as error:
+            click.echo(f"benchhub-agent: {error.strerror or error} ({error.filename or 'no file'}).", err=True)
+            sys.exit(int(ExitCode.FAILURE))
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="benchhub-agent")
+def main() -> None:
+    """Benchmark llama.cpp patches on this machine, sign the result and publish it to benchhub."""
+
+
+def _server(value: str | None) -> str | None:
+    return (value or os.environ.get("BENCHHUB_SERVER") or "").rstrip("/") or None
+
+
+def _batch_sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        sizes = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of integers, e.g. 1,2,4,8") from None
+    if not sizes or min(sizes) < 1 or len(set(sizes)) != len(sizes):
+        raise click.BadParameter("distinct positive integers, e.g. 1,2,4,8")
+    return sizes
+
+
+def _variants(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, Path]:
+    parsed: dict[str, Path] = {}
+    for value in values:
+        name, sep, folder = value.partition("=")
+        if not sep or not name or not folder:
+            raise click.BadParameter(f"{value!r} is not NAME=BIN_DIR")
+        parsed[name] = Path(folder).expanduser()
+    return parsed
+
+
+def _ensure_registered(server: str, handle: str | None, interactive: bool) -> None:
+    dirs = home()
+    signer = keys.load_or_create(dirs)
+    if keys.registered_handle(dirs, server, signer.keyid) and not handle:
+        return
+    if not handle:
+        if not interactive:
+            raise AgentError(ExitCode.UPLOAD, "This key is not registered with the server yet: pass --handle NAME.")
+        handle = click.prompt("Pick a public handle for your results (letters, digits, '-')")
+    registered = keys.register(dirs, server, str(handle), signer)
+    click.echo(f"Registered key {signer.keyid[:16]}… as {registered} on {server}.", err=True)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("model_path", metavar="MODEL.gguf", type=click.Path(path_type=Path))
+@click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
+@click.option("--campaign", "campaign_slug", default="mv-ext-iquants", show_default=True)
+@click.option(
+    "--llama-src", type=click.Path(path_type=Path), help="llama.cpp source directory or .tar.gz instead of git."
+)
+@click.option(
+    "--variant",
+    "variants",
+    multiple=True,
+    callback=_variants,
+    metavar="NAME=BIN_DIR",
+    help="Use already-built binaries for this variant (repeatable); only the named variants run.",
+)
+@click.option("--backend", type=click.Choice(["auto", "metal", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("--batch-sizes", callback=_batch_sizes, help="e.g. 1,2,4,8 (default: the campaign's).")
+@click.option("--reps", type=click.IntRange(1, 50), help="Repetitions per variant (default: the campaign's).")
+@click.option("--max-reps", type=click.IntRange(1, 100), help="Cap on reps added for spread over 1% (default 2x reps).")
+@click.option("--npp", type=click.IntRange(1, 100000), help="Prompt tokens per sequence (default: the campaign's).")
+@click.option("--ntg", type=click.IntRange(1, 100000), help="Generated tokens per sequence (default: the campaign's).")
+@click.option(
+    "--gen-tokens",
+    type=click.IntRange(8, 4096),
+    default=96,
+    show_default=True,
+    help="Tokens per greedy completion in the generation check.",
+)
+@click.option("--cmake-arg", "cmake_args", multiple=True, help="Extra CMake flag (repeatable), part of the cache key.")
+@click.option("--label", help="Free-text model label, e.g. 'Qwen3-1.7B UD-IQ2_XXS'.")
+@click.option("--out", type=click.Path(path_type=Path), help="Also write the signed result to this file.")
+@click.option("--handle", help="Public handle to register this machine's key under (asked once otherwise).")
+@click.option("--yes", is_flag=True, help="Publish without asking.")
+@click.option("--no-upload", is_flag=True, help="Keep the result local (it stays in the outbox).")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+@handled
+def run(
+    model_path: Path,
+    server: str | None,
+    campaign_slug: str,
+    llama_src: Path | None,
+    variants: dict[str, Path],
+    backend: str,
+    batch_sizes: tuple[int, ...] | None,
+    reps: int | None,
+    max_reps: int | None,
+    npp: int | None,
+    ntg: int | None,
+    gen_tokens: int,
+    cmake_args: tuple[str, ...],
+    label: str | None,
+    out: Path | None,
+    handle: str | None,
+    yes: bool,
+    no_upload: bool,
+    as_json: bool,
+) -> None:
+    """Build, check, measure and sign; then publish the result (asks first unless --yes)."""
+    server = _server(server)
+    if not server and not no_upload:
+        raise AgentError(
+            ExitCode.USAGE,
+            "No server to publish to: pass --server URL, set BENCHHUB_SERVER, "
+            "or keep the result local with --no-upload.",
+        )
+    dirs = home()
+    signer = keys.load_or_create(dirs)
+    options = pipeline.RunOptions(
+        model_path=model_path,
+        server=server,
+        campaign_slug=campaign_slug,
+        llama_src=llama_src,
+        prebuilt=variants,
+        backend=backend,
+        batch_sizes=batch_sizes,
+        reps=reps,
+        max_reps=max_reps,
+        npp=npp,
+        ntg=ntg,
+        gen_tokens=gen_tokens,
+        cmake_args=cmake_args,
+        label=label,
+    )
+    done = pipeline.run(options, dirs, Progress())
+    body = result.signed_bytes(done.payload, signer)
+    write_atomic(done.envelope_path, body)
+    if out:
+        write_atomic(out, body)
+    queued = outbox.put(dirs, done.payload["nonce"], body)
+    summary: dict[str, Any] = {
+        "result": str(done.envelope_path),
+        "logs": str(done.result_dir / "logs"),
+        "cells": report.cells(done.payload),
+        "flags": done.payload["flags"],
+        "uploaded": False,
+        "url": None,
+    }
+    click.echo(report.table(done.payload), err=as_json)
+    click.echo(f"\nSigned result: {done.envelope_path}\nLogs: {done.result_dir / 'logs'}", err=True)
+    interactive = sys.stdin.isatty() and not as_json
+    publish = server and not no_upload and (yes or (interactive and click.confirm(f"Publish to {server}?", True)))
+    if publish and server:
+        _ensure_registered(server, handle, interactive)
+        answer = outbox.send(queued, server, dirs)
+        summary.update(uploaded=True, url=answer.get("url"), id=answer.get("id"), status=answer.get("status"))
+        click.echo(f"Published ({answer.get('status')}): {answer.get('url')}", err=True)
+    else:
+        click.echo(f"Kept locally in the outbox: {queued} (send it later with `benchhub-agent upload`).", err=True)
+    if as_json:
+        click.echo(json.dumps(summary, indent=1))
+
+
+@main.command(epilog=EPILOG)
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
+@click.option("--handle", help="Public handle, if this key is not registered yet.")
+@handled
+def upload(files: tuple[Path, ...], server: str | None, handle: str | None) -> None:
+    """Send what is waiting in the outbox, or the given signed result files."""
+    server = _server(server)
+    if not server:
+        raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
+    dirs = home()
+    paths = list(files) or outbox.pending(dirs)
+    if not paths:
+        click.echo("The outbox is empty.")
+        return
+    _ensure_registered(server, handle, sys.stdin.isatty())
+    failures = 0
+    for path in paths:
+        try:
+            answer = outbox.send(path, server, dirs)
+        except AgentError as error:
+            failures += 1
+            click.echo(f"{path.name}: {error.message}", err=True)
+            continue
+        click.echo(f"{path.name}: {answer.get('status')} {answer.get('url')}")
+    if failures:
+        raise AgentError(ExitCode.UPLOAD, f"{failures} of {len(paths)} result(s) were not accepted; they stay queued.")
+
+
+@main.command("doctor", epilog=EPILOG)
+@click.option("--backend", type=click.Choice(["auto", "metal", "cuda", "cpu"]), default="auto")
+@handled
+def doctor_command(backend: str) -> None:
+    """What a run needs that this machine lacks, each with the fix."""
+    found = doctor.checks(home().cache, pipeline.detect_backend(backend))
+    for check in found:
+        mark = "ok " if check.ok else "FIX"
+        click.echo(f"[{mark}] {check.name}: {check.detail}" + ("" if check.ok else f"\n      fix: {check.fix}"))
+    if not all(check.ok for check in found):
+        raise AgentError(ExitCode.MISSING_TOOL, "Some requirements are missing (see above).")
+
+
+@main.group(epilog=EPILOG, invoke_without_command=True)
+@click.pass_context
+def key(ctx: click.Context) -> None:
+    """Show this machine's key (created on first use); register it or link it to your handle."""
+    if ctx.invoked_subcommand is None:
+        signer = keys.load_or_create(home())
+        click.echo(f"keyid: {signer.keyid}\npublic key: {signer.public_key_b64}\nfile: {keys.key_path(home())}")
+
+
+@key.command("register", epilog=EPILOG)
+@click.argument("handle")
+@click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
+@handled
+def key_register(handle: str, server: str | None) -> None:
+    """Register this machine's key under HANDLE."""
+    server = _server(server)
+    if not server:
+        raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
+    dirs = home()
+    click.echo(f"Registered as {keys.register(dirs, server, handle, keys.load_or_create(dirs))} on {server}.")
+
+
+@key.command("link", epilog=EPILOG)
+@click.argument("handle")
+@click.argument("existing_key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
+@handled
+def key_link(handle: str, existing_key: Path, server: str | None) -> None:
+    """Add this machine's key to HANDLE, co-signed by EXISTING_KEY (a key file already on that handle)."""
+    server = _server(server)
+    if not server:
+        raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
+    dirs = home()
+    linked = keys.register(dirs, server, handle, keys.load_or_create(dirs), keys.read_key(existing_key))
+    click.echo(f"This key is now on {linked}.")
+
+
+@main.command(epilog=EPILOG)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--public-key", help="Base64 public key to check the signature with (default: this machine's key).")
+@handled
+def verify(file: Path, public_key: str | None) -> None:
+    """Check a signed result: envelope, canonical payload, schema v1 and the Ed25519 signature."""
+    try:
+        opened = open_envelope(strict_loads(file.read_bytes()))
+        payload = parse_canonical_payload(opened.payload)
+        validate_submission(payload)
+    except EnvelopeError as error:
+        raise AgentError(ExitCode.VERIFY, f"{file} is not a valid envelope: {error.detail}") from error
+    except SchemaViolation as error:
+        raise AgentError(ExitCode.VERIFY, f"{file}: payload field {error.field}: {error.detail}") from error
+    try:
+        raw = base64.b64decode(public_key, validate=True) if public_key else keys.load_or_create(home()).public_key
+    except binascii.Error as error:
+        raise AgentError(ExitCode.USAGE, "--public-key is not base64.") from error
+    keyid = opened.keyids[0]
+    if not verify_signature(opened, keyid, raw):
+        raise AgentError(ExitCode.VERIFY, f"The signature by {keyid[:16]}… does not verify with that public key.")
+    click.echo(
+        f"OK: signed by {keyid}; campaign {payload['campaign']}, model {payload['model']['file_name']}, "
+        f"{len(payload['sweep']['runs'])} runs, flags: {', '.join(payload['flags']) or 'none'}."
+    )
+
+
+@main.command("dirs", epilog=EPILOG)
+def dirs_command() -> None:
+    """Where the agent keeps its files (set BENCHHUB_HOME to move them all)."""
+    for name, path in home().as_dict().items():
+        click.echo(f"{name:9} {path}")

@@ -1,0 +1,196 @@
+"""`benchhub-agent run`: from a GGUF file to a signed result in the outbox (upload is the CLI's next step)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import build, campaign, checks, machine, model, result, source, sweep
+from .dirs import Dirs, write_atomic
+from .errors import AgentError, ExitCode
+from .progress import Progress
+from .schema import SchemaViolation
+from .tools import parse_version
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    model_path: Path
+    server: str | None
+    campaign_slug: str
+    llama_src: Path | None = None
+    prebuilt: dict[str, Path] = field(default_factory=dict)  # --variant NAME=BIN_DIR
+    backend: str = "auto"
+    batch_sizes: tuple[int, ...] | None = None
+    reps: int | None = None
+    max_reps: int | None = None
+    npp: int | None = None
+    ntg: int | None = None
+    gen_tokens: int = 96
+    cmake_args: tuple[str, ...] = ()
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    payload: dict[str, Any]
+    envelope_path: Path
+    result_dir: Path
+
+
+def detect_backend(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    if platform.system() == "Darwin":
+        return "metal"
+    if shutil.which("nvidia-smi") and machine.run_quietly(["nvidia-smi", "-L"]):
+        return "cuda"
+    return "cpu"
+
+
+def _selected_variants(plan: campaign.Campaign, prebuilt: dict[str, Path]) -> list[campaign.Variant]:
+    if not prebuilt:
+        return list(plan.variants)
+    unknown = sorted(set(prebuilt) - {variant.name for variant in plan.variants})
+    if unknown:
+        names = ", ".join(variant.name for variant in plan.variants)
+        raise AgentError(ExitCode.USAGE, f"--variant {unknown[0]} is not a variant of {plan.slug} ({names}).")
+    if plan.baseline not in prebuilt:
+        raise AgentError(ExitCode.USAGE, f"--variant must include the baseline {plan.baseline!r}: speedups are paired.")
+    return [variant for variant in plan.variants if variant.name in prebuilt]
+
+
+def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettings:
+    defaults = plan.sweep
+    reps = options.reps or int(defaults.get("reps", 2))
+    return sweep.SweepSettings(
+        npp=options.npp or int(defaults["npp"]),
+        ntg=options.ntg or int(defaults["ntg"]),
+        batch_sizes=options.batch_sizes or tuple(int(size) for size in defaults["batch_sizes"]),
+        reps=reps,
+        max_reps=max(reps, options.max_reps or 2 * reps),
+        flash_attn=bool(defaults.get("flash_attn", True)),
+        n_gpu_layers=int(defaults.get("n_gpu_layers", 99)),
+    )
+
+
+def _binaries(
+    variants: list[campaign.Variant],
+    plan: campaign.Campaign,
+    options: RunOptions,
+    backend: str,
+    dirs: Dirs,
+    logs: Path,
+    progress: Progress,
+) -> tuple[list[checks.VariantBinaries], dict[str, Any]]:
+    """Binaries per variant, built (or found in the cache) unless the user gave them, and the build facts."""
+    if options.prebuilt:
+        bins = [checks.VariantBinaries(v.name, options.prebuilt[v.name], dict(v.env)) for v in variants]
+        for entry in bins:
+            missing = [tool for tool in build.TOOLS if not (entry.bin_dir / tool).is_file()]
+            if missing:
+                raise AgentError(ExitCode.USAGE, f"--variant {entry.name}: {entry.bin_dir} has no {missing[0]}.")
+        done = subprocess.run([str(bins[0].bin_dir / "llama-completion"), "--version"], capture_output=True, text=True)
+        compiler = parse_version(done.stderr + done.stdout)[1] or "unknown"
+        return bins, {"repo": plan.repo, "build_type": "prebuilt", "cmake_flags": [], "compiler": compiler}
+    config = build.BuildConfig(backend, options.cmake_args)
+    progress.start("Fetching llama.cpp")
+    commits = sorted({variant.commit for variant in variants})
+    built: dict[str, build.Built] = {}
+    progress.start("Building (cached by commit, patches, backend, flags and compiler)")
+    for commit in commits:
+        pristine = (
+            source.from_user(options.llama_src, dirs) if options.llama_src else source.from_git(plan.repo, commit, dirs)
+        )
+        group = [variant for variant in variants if variant.commit == commit]
+        for item in build.build_variants(group, pristine, config, dirs, logs, progress.update):
+            built[item.variant] = item
+            progress.note(f"  {item.variant}: {'cached, nothing built' if item.cached else 'built'} -> {item.bin_dir}")
+    bins = [checks.VariantBinaries(v.name, built[v.name].bin_dir, dict(v.env)) for v in variants]
+    facts = {
+        "repo": plan.repo,
+        "build_type": "Release",
+        "cmake_flags": config.flags,
+        "compiler": build.compiler_version(),
+    }
+    return bins, facts
+
+
+def _state_flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    flags = []
+    if "battery" in (before["power_source"], after["power_source"]):
+        flags.append("on_battery")
+    if before["low_power_mode"] or after["low_power_mode"]:
+        flags.append("low_power_mode")
+    if "pressure" in (before["thermal"], after["thermal"]):
+        flags.append("thermal_pressure")
+    return flags
+
+
+def run(options: RunOptions, dirs: Dirs, progress: Progress) -> RunResult:
+    progress.start("Reading the model")
+    model_facts = model.model_facts(options.model_path, dirs, options.label)
+    progress.note(
+        f"  {model_facts['file_name']}: {model_facts['architecture']}, {model_facts['file_type']}, "
+        f"{model_facts['n_params']:,} parameters, sha256 {model_facts['sha256'][:12]}"
+    )
+    progress.start("Loading the campaign")
+    plan, fallback = campaign.load(options.campaign_slug, options.server, dirs)
+    progress.note(f"  {plan.slug}: {'bundled copy (' + fallback + ')' if fallback else 'manifest from the server'}")
+    variants = _selected_variants(plan, options.prebuilt)
+    backend = detect_backend(options.backend)
+    settings = _settings(plan, options)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    result_dir = dirs.results / f"{stamp}-{model_facts['file_name'].removesuffix('.gguf')}"
+    logs = result_dir / "logs"
+    bins, llama_cpp = _binaries(variants, plan, options, backend, dirs, logs, progress)
+
+    progress.start("Reading the machine")
+    machine_facts = machine.collect(backend)
+    before = {key: machine_facts[key] for key in ("power_source", "low_power_mode", "thermal")}
+
+    progress.start("Correctness (test-backend-ops -o MUL_MAT)")
+    op = "MUL_MAT"
+    correctness = []
+    for entry in bins:
+        progress.update(entry.name)
+        correctness.append(checks.correctness(entry, backend, op, logs))
+
+    progress.start(
+        f"Sweep: llama-batched-bench, batch sizes {','.join(map(str, settings.batch_sizes))}, "
+        f"{settings.reps} reps, interleaved"
+    )
+    runs, sweep_flags = sweep.run_sweep(
+        [(b.name, b.bin_dir, b.env) for b in bins], options.model_path, settings, logs, progress.update
+    )
+    after = machine.run_state()
+
+    progress.start("Generation check (greedy completions)")
+    generation = checks.generation(
+        bins, options.model_path, options.gen_tokens, settings.n_gpu_layers, logs, progress.update
+    )
+    progress.finish()
+    try:
+        payload = result.assemble(
+            campaign=plan.slug,
+            machine=machine_facts,
+            model=model_facts,
+            llama_cpp=llama_cpp,
+            variants=[variant.as_payload() for variant in variants],
+            sweep=settings.as_payload(runs),
+            correctness=correctness,
+            generation=generation,
+            flags=[*sweep_flags, *checks.flags_of(correctness, generation), *_state_flags(before, after)],
+        )
+    except SchemaViolation as error:
+        raise AgentError(
+            ExitCode.FAILURE, f"The result does not fit schema v1 at {error.field}: {error.detail}"
+        ) from error
+    write_atomic(result_dir / "payload.json", json.dumps(payload, indent=1).encode())
+    return RunResult(payload, result_dir / "envelope.json", result_dir)

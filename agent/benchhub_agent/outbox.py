@@ -13,6 +13,10 @@ from .envelope import EnvelopeError, open_envelope, strict_loads
 from .errors import AgentError, ExitCode
 
 
+class UnknownKey(AgentError):
+    """The server does not know this key (never registered there, or its database was reset)."""
+
+
 def put(dirs: Dirs, nonce: str, envelope_bytes: bytes) -> Path:
     path = dirs.outbox / f"{nonce}.json"
     write_atomic(path, envelope_bytes)
@@ -36,6 +40,8 @@ def send(path: Path, server: str, dirs: Dirs) -> dict[str, Any]:
             path.unlink(missing_ok=True)
         return response.body
     detail = response.body.get("detail") or response.body.get("error") or ""
+    if response.status == 401 and response.body.get("error") == "unknown_key":
+        raise UnknownKey(ExitCode.UPLOAD, f"The server does not know the key that signed {path.name}.")
     field = response.body.get("field")
     where = f" (field {field})" if field else ""
     raise AgentError(

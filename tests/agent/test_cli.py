@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-
 from benchhub_agent import keys, outbox, result
 from benchhub_agent.cli import main
 from benchhub_agent.dirs import home
 from benchhub_agent.errors import ExitCode
+from click.testing import CliRunner
+
 from tests.conftest import build_payload
 
 

@@ -90,7 +90,7 @@ def sweep_lines(runs: list[SweepRun], measurements: list[Measurement]) -> tuple[
                 median=format_tps(m.tg_tps),
                 spread=f"{100 * m.spread:.1f}%",
                 change=format_change(m.speedup),
-                excluded=m.get_excluded_reason_display() if m.excluded_reason else "",
+                excluded=m.excluded_reason.replace("_", " "),
             )
         )
     return list(range(1, rep_count + 1)), lines

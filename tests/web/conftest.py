@@ -1,20 +1,17 @@
-"""Web fixtures: real data through the real path (demo envelopes signed with fixed keys, the
-ingest, the cell refresh), never rows written behind the ingest's back."""
+"""Web fixtures: sites built through the real signed ingest path (see helpers.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from io import StringIO
-from typing import Any
 
 import pytest
 from django.core.management import call_command
 
 from benchhub.results.campaigns import sync_campaigns
-from benchhub.results.ingest import ingest_submission, register
 from benchhub.results.models import Campaign, Submission
-from benchhub.results.tasks import refresh_cells_for_submission
 from benchhub.web import demo
+
+from .helpers import IQ2, IQ3, M1, M5_PRO, ingest_runs
 
 
 @pytest.fixture
@@ -22,29 +19,6 @@ def live_campaign(db: None) -> Campaign:
     """The campaign row the migrations create; synced again because transactional tests flush it."""
     sync_campaigns(Campaign)
     return Campaign.objects.get(slug=demo.CAMPAIGN)
-
-
-def ingest_runs(campaign: Campaign, runs: Sequence[demo.DemoRun]) -> list[Submission]:
-    from benchhub.accounts.models import Contributor
-
-    for handle in {run.handle for run in runs}:
-        register(demo.registration_envelope(handle))
-        Contributor.objects.filter(keys__keyid=demo.signer_for(handle).keyid).update(is_demo=True)
-    ids = []
-    for run in runs:
-        result = ingest_submission(demo.submission_envelope(campaign, run))
-        refresh_cells_for_submission(result.id)
-        ids.append(result.id)
-    return [Submission.objects.get(pk=pk) for pk in ids]
-
-
-M1, M5_PRO = demo.CHIPS[0], demo.CHIPS[-1]
-IQ2, IQ3 = demo.MODELS[0], demo.MODELS[1]
-
-
-@pytest.fixture
-def ingest(live_campaign: Campaign) -> Callable[[Sequence[demo.DemoRun]], list[Submission]]:
-    return lambda runs: ingest_runs(live_campaign, runs)
 
 
 @pytest.fixture
@@ -61,8 +35,3 @@ def small_site(live_campaign: Campaign) -> list[Submission]:
             demo.DemoRun("demo-chen", M1, IQ3, 0, demo.Trouble(degenerate_variant="01")),
         ],
     )
-
-
-def page_text(response: Any) -> str:
-    assert response.status_code == 200, response.status_code
-    return str(response.content.decode())

@@ -1,0 +1,153 @@
+"""Every page, over data that came in through the real signed ingest path."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from benchhub.results.models import Campaign, LeaderboardCell, Submission
+
+from .helpers import page_text
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_explains_what_to_do_on_an_empty_database(client: Client) -> None:
+    Campaign.objects.all().delete()
+    text = page_text(client.get("/"))
+    assert "No campaigns yet" in text
+    assert "seed_demo" in text
+
+
+def test_it_invites_the_first_contribution_when_a_campaign_has_no_rows(client: Client, live_campaign: Campaign) -> None:
+    text = page_text(client.get("/"))
+    assert "No crowd results yet for this campaign" in text
+    assert 'href="/about/#contribute"' in text
+    assert text.count('class="empty"') >= 19  # every tier of the coverage table is still needed
+
+
+def test_it_shows_published_rows_marked_and_apart_before_any_crowd_row(client: Client, live_campaign: Campaign) -> None:
+    call_command("load_reference_rows", stdout=StringIO())
+    text = page_text(client.get("/"))
+    assert "148→210 (+42%)" in text
+    assert "71.5→90.3 (+26%)" in text
+    assert "published, not signed" in text
+    assert "published only" in text
+
+
+def test_it_renders_the_leaderboard_from_cells_with_counts_intervals_and_exclusions(
+    client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
+) -> None:
+    with django_assert_max_num_queries(6):
+        text = page_text(client.get("/"))
+    assert "Apple M5 Pro (20-core GPU)" in text
+    assert 'href="/chips/apple-m5-pro-20c/"' in text
+    m5_bs8 = LeaderboardCell.objects.get(chip="Apple M5 Pro", quant="IQ2_XXS", variant="01", batch_size=8)
+    assert m5_bs8.n_submissions == 2
+    assert "n=2, 2 contributors" in text
+    assert "1 excluded: correctness failed" in text  # M1 IQ2_XXS 01+02
+    assert "1 excluded: degenerate output" in text  # M1 IQ3_XXS 01
+    assert "BS8/BS1" in text
+    assert "148→210 (+42%)" in text  # the published M5 Pro row beside the crowd rows
+    assert '<script id="speedup-0" type="application/json">' in text
+    assert "vendor/plotly-4.1.1.min.js" in text
+
+
+def test_it_charts_the_chosen_variant_and_lists_missing_chips(client: Client, small_site: list[Submission]) -> None:
+    text = page_text(client.get("/", {"variant": "01+02"}))
+    assert "IQ2_XXS: 01+02 over upstream, by chip" in text
+    assert "M5 Pro" in text
+    coverage = text[text.index('id="coverage"') :]
+    assert '✓ measured<span class="sr"> (M5 Pro)' in coverage
+    assert 'needed<span class="sr"> (M2 Max)' in coverage
+
+
+def test_it_offers_a_campaign_known_only_from_published_rows(client: Client, live_campaign: Campaign) -> None:
+    call_command("load_reference_rows", stdout=StringIO())
+    text = page_text(client.get("/", {"campaign": "few-row-mma"}))
+    assert "few-row-mma (published rows only)" in text
+    assert "32.7→49.7 (+52%)" in text
+    assert "38.6→120 (+210%)" in text
+
+
+def test_it_answers_404_for_an_unknown_campaign(client: Client, live_campaign: Campaign) -> None:
+    assert client.get("/", {"campaign": "nope"}).status_code == 404
+
+
+def test_it_shows_a_chip_with_its_charts_tables_and_submissions(
+    client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
+) -> None:
+    with django_assert_max_num_queries(10):
+        text = page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
+    assert "<h1>Apple M1 (8-core GPU)</h1>" in text
+    assert "IQ2_XXS: decode t/s by batch size" in text
+    assert "IQ3_XXS" in text
+    assert "71.5→90.3 (+26%)" in text  # the published M1 row shows on the chip page too
+    for submission in small_site:
+        if submission.machine.chip == "Apple M1":
+            assert reverse("submission", args=[submission.pk]) in text
+    assert reverse("submission", args=[small_site[0].pk]) not in text  # an M5 Pro submission
+    assert 'class="badge demo"' in text
+
+
+def test_it_answers_404_for_a_chip_nobody_measured(client: Client, small_site: list[Submission]) -> None:
+    assert client.get(reverse("chip", args=["apple-m9-ultra-99c"])).status_code == 404
+
+
+def test_it_shows_a_contributor_with_keys_and_submissions_case_insensitively(
+    client: Client, small_site: list[Submission]
+) -> None:
+    text = page_text(client.get(reverse("contributor", args=["DEMO-ADA"])))
+    assert "demo contributor" in text
+    assert small_site[0].key.keyid in text
+    assert text.count('<a href="/submissions/') == 2
+    assert client.get(reverse("contributor", args=["nobody"])).status_code == 404
+
+
+def test_it_pages_long_submission_lists_without_counting(client: Client, small_site: list[Submission]) -> None:
+    text = page_text(client.get(reverse("contributor", args=["demo-ada"]), {"page": "2"}))
+    assert "No submissions here yet on this page" in text
+    assert page_text(client.get(reverse("contributor", args=["demo-ada"]), {"page": "x"}))
+
+
+def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> None:
+    text = page_text(client.get(reverse("about")))
+    for phrase in ("interleaved", "paired ratio", "median", "95% interval", "degenerate", "correctness failed"):
+        assert phrase in text.replace("Interleav", "interleav")
+    assert "benchhub-agent run" in text
+    assert f'href="{reverse("api-docs")}"' in text
+    assert f'href="{reverse("measurements-csv")}"' in text
+
+
+def test_it_compares_two_chips_side_by_side(client: Client, small_site: list[Submission]) -> None:
+    text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c"}))
+    assert "Apple M1 (8-core GPU) vs Apple M5 Pro (20-core GPU)" in text
+    assert '<script id="compare-0" type="application/json">' in text
+    assert "IQ2_XXS BS8" in text
+    chart = json.loads(text.split('<script id="compare-0" type="application/json">')[1].split("</script>")[0])
+    assert {trace["name"] for trace in chart["data"] if trace["mode"] == "lines+markers"} == {
+        "Apple M1 (8-core GPU)",
+        "Apple M5 Pro (20-core GPU)",
+    }
+
+
+def test_it_compares_two_submissions_side_by_side(client: Client, small_site: list[Submission]) -> None:
+    left, right = small_site[0], small_site[2]
+    text = page_text(client.get(reverse("compare"), {"a": str(left.pk), "b": str(right.pk)}))
+    assert reverse("submission", args=[left.pk]) in text
+    assert reverse("submission", args=[right.pk]) in text
+    assert "01+02 BS4" in text
+    assert "excluded" in text  # the right one's 01+02 failed its correctness check
+
+
+def test_it_says_what_to_pick_when_compare_gets_nonsense(client: Client, small_site: list[Submission]) -> None:
+    response = client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "not-a-thing"})
+    assert response.status_code == 400
+    assert "Pick two chips from the lists, or paste two submission ids." in response.content.decode()
+    assert page_text(client.get(reverse("compare")))  # the empty form

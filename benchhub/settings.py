@@ -141,6 +141,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "benchhub")
+# A message taken by a worker that died is delivered again after this long (the sweeper also
+# re-queues its submission); keep it well above the longest task.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT_SECONDS", "600")),
+}
 CELERY_BEAT_SCHEDULE = {
     "requeue-stale-submissions": {
         "task": "benchhub.results.tasks.requeue_stale_submissions",

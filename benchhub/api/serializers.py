@@ -182,3 +182,36 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
             "n_excluded_degenerate",
             "updated_at",
         )
+
+
+class LeaderboardSerializer(serializers.Serializer[Any]):
+    campaign = serializers.SlugField()
+    baseline = serializers.CharField()
+    rows = LeaderboardRowSerializer(many=True)
+
+
+class ManifestPatchSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    sha256 = serializers.CharField(allow_null=True, help_text="null while the patch file is not published")
+    url = serializers.URLField(allow_null=True)
+
+
+class ManifestVariantSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    commit = serializers.CharField(allow_null=True)
+    ref = serializers.CharField(allow_null=True, help_text="a git ref the agent resolves, e.g. refs/pull/29869/head")
+    available = serializers.BooleanField(help_text="false while a patch of this variant is missing or empty")
+    unavailable_reason = serializers.CharField()
+    patches = ManifestPatchSerializer(many=True)
+    env = serializers.DictField(child=serializers.CharField())
+
+
+class ManifestSerializer(serializers.Serializer[Any]):
+    slug = serializers.SlugField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    repo = serializers.URLField()
+    baseline = serializers.CharField()
+    variants = ManifestVariantSerializer(many=True)
+    sweep = serializers.DictField(help_text="npp, ntg, flash_attn, n_gpu_layers, batch_sizes, reps, extra_args")
+    correctness = serializers.DictField()

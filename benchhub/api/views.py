@@ -119,6 +119,7 @@ class EnvelopeView(APIView):
 class LeaderboardView(APIView):
     @extend_schema(
         summary="Leaderboard cells of a campaign",
+        responses=serializers.LeaderboardSerializer,
         description=(
             "One row per (chip, gpu_cores, quant, variant, batch_size). tg_tps, baseline_tg_tps and speedup are "
             "medians across submissions of per-submission medians over reps; speedup is paired inside each "
@@ -143,13 +144,21 @@ class LeaderboardView(APIView):
 
 
 class CampaignListView(APIView):
-    @extend_schema(summary="Campaigns, each as its manifest")
+    @extend_schema(
+        operation_id="campaigns_list",
+        summary="Campaigns, each as its manifest",
+        responses=serializers.ManifestSerializer(many=True),
+    )
     def get(self, request: Request) -> Response:
         return Response([manifest(campaign, request) for campaign in Campaign.objects.all()])
 
 
 class CampaignDetailView(APIView):
-    @extend_schema(summary="The manifest an agent follows")
+    @extend_schema(
+        operation_id="campaign_manifest",
+        summary="The manifest an agent follows",
+        responses=serializers.ManifestSerializer,
+    )
     def get(self, request: Request, slug: str) -> Response:
         return Response(manifest(get_object_or_404(Campaign, slug=slug), request))
 

@@ -1,0 +1,18 @@
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+
+# The agent package carries the shared envelope code, the payload schema and the campaign definition.
+COPY agent/ agent/
+COPY pyproject.toml manage.py ./
+COPY benchhub/ benchhub/
+RUN pip install ./agent . && useradd --system --home /app benchhub
+
+COPY templates/ templates/
+COPY static/ static/
+COPY patches/ patches/
+
+RUN mkdir -p /app/staticfiles && chown benchhub /app/staticfiles
+USER benchhub
+EXPOSE 8000

@@ -1,0 +1,202 @@
+"""docker-compose.yml's web, worker and beat commands, run natively against the machine's real
+PostgreSQL and Redis: a submission over HTTP reaches the leaderboard, and a worker killed with
+SIGKILL mid-refresh loses nothing once it is restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from django.db import connection
+
+from benchhub.results import cells
+from benchhub.results.models import LeaderboardCell, Submission
+from tests.conftest import build_payload, persona, registration_envelope, submission_envelope
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs a real Redis (REDIS_URL)"),
+]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Stack:
+    """The compose services' commands as native processes, each in its own process group."""
+
+    def __init__(self, tmp_path: Path, patches_dir: Path) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.tmp_path = tmp_path
+        db = connection.settings_dict
+        self.env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "DJANGO_SECRET_KEY": "process-test-" + uuid.uuid4().hex * 2,
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+            "DJANGO_STATIC_ROOT": str(tmp_path / "static"),
+            "BENCHHUB_PATCHES_DIR": str(patches_dir),
+            "BENCHHUB_THROTTLE_ADDRESS": "100000/hour",
+            "BENCHHUB_THROTTLE_KEY": "100000/hour",
+            "BENCHHUB_SWEEPER_INTERVAL_SECONDS": "1",
+            "BENCHHUB_SWEEPER_GRACE_SECONDS": "2",
+            "CELERY_VISIBILITY_TIMEOUT_SECONDS": "5",
+            "CELERY_QUEUE": f"benchhub-test-{uuid.uuid4().hex[:8]}",  # no stray messages from other runs
+        }
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def command(self, service: str) -> str:
+        command = str(COMPOSE["services"][service]["command"])
+        return command.replace("0.0.0.0:8000", f"127.0.0.1:{self.port}").replace(
+            "/tmp/celerybeat-schedule", str(self.tmp_path / "celerybeat-schedule")
+        )
+
+    def start(self, service: str) -> None:
+        log = (self.tmp_path / f"{service}.log").open("ab")
+        self.processes[service] = subprocess.Popen(
+            self.command(service),
+            shell=True,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self, service: str, sig: int = signal.SIGKILL) -> None:
+        process = self.processes.pop(service)
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        process.wait(timeout=30)
+
+    def stop_all(self) -> None:
+        for service in list(self.processes):
+            self.kill(service, signal.SIGTERM)
+
+    def log(self, service: str) -> str:
+        return (self.tmp_path / f"{service}.log").read_text(errors="replace")[-3000:]
+
+    def web_is_up(self) -> bool:
+        try:
+            return requests.get(f"{self.base}/api/v1/campaigns/", timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def post(self, path: str, body: bytes) -> requests.Response:
+        return requests.post(f"{self.base}{path}", data=body, headers={"Content-Type": "application/json"}, timeout=10)
+
+
+@pytest.fixture
+def stack(campaign: Any, patches_dir: Path, tmp_path: Path) -> Iterator[Stack]:
+    services = Stack(tmp_path, patches_dir)
+    try:
+        yield services
+    finally:
+        services.stop_all()
+
+
+def start_web(stack: Stack) -> None:
+    stack.start("web")
+    try:
+        wait_for(stack.web_is_up, 90, "gunicorn to answer")
+    except AssertionError:
+        raise AssertionError(stack.log("web")) from None
+
+
+def test_it_runs_the_compose_commands_and_a_submission_reaches_the_leaderboard(stack: Stack) -> None:
+    start_web(stack)
+    stack.start("worker")
+    stack.start("beat")
+    ada = persona("ada")
+    assert stack.post("/api/v1/contributors/", registration_envelope(ada, "ada")).status_code == 201
+    sent = submission_envelope(build_payload(), ada)
+    created = stack.post("/api/v1/submissions/", sent)
+    assert created.status_code == 201, created.text
+
+    def row() -> dict[str, Any] | None:
+        board = requests.get(f"{stack.base}/api/v1/leaderboard/", params={"campaign": "mv-ext-iquants"}, timeout=5)
+        return next((r for r in board.json()["rows"] if r["variant"] == "01" and r["batch_size"] == 4), None)
+
+    try:
+        found = wait_for(row, 60, "the leaderboard row")
+    except AssertionError:
+        raise AssertionError(stack.log("worker")) from None
+    assert found["speedup"] == pytest.approx(210 / 148)
+    assert found["n_submissions"] == 1
+    stored = requests.get(f"{stack.base}/api/v1/submissions/{created.json()['id']}/envelope", timeout=5)
+    assert stored.content == sent
+    schema = requests.get(f"{stack.base}/api/v1/schema/", timeout=5)
+    assert schema.status_code == 200
+
+
+def test_it_loses_no_submission_when_the_worker_is_killed_mid_refresh(stack: Stack) -> None:
+    start_web(stack)
+    signers = [persona(name) for name in ("ada", "bob", "cole", "dina")]
+    for index, signer in enumerate(signers):
+        assert stack.post("/api/v1/contributors/", registration_envelope(signer, f"p{index}")).status_code == 201
+    sizes = (1, 2, 3, 4, 5, 8, 9, 12, 16)
+    count = 40
+    for n in range(count):
+        tg = {
+            name: {size: [100.0 + n + shift, 101.0 + n + shift] for size in sizes}
+            for name, shift in (("upstream", 0), ("01", 40), ("01+02", 60))
+        }
+        response = stack.post("/api/v1/submissions/", submission_envelope(build_payload(tg=tg), signers[n % 4]))
+        assert response.status_code == 201, response.text
+
+    def refreshed() -> int:
+        return Submission.objects.filter(cells_refreshed_at__isnull=False).count()
+
+    stack.start("worker")
+    wait_for(refreshed, 90, "the worker to refresh a first submission", interval=0.02)
+    stack.kill("worker")
+    done_at_kill = refreshed()
+    assert done_at_kill < count, "the worker finished before it could be killed; the test proved nothing"
+
+    stack.start("worker")
+    stack.start("beat")
+    wait_for(lambda: refreshed() == count, 90, "every submission to be refreshed after the restart")
+    served = {
+        (c.chip, c.quant, c.variant, c.batch_size): (c.speedup, c.tg_tps, c.n_submissions, c.n_contributors)
+        for c in LeaderboardCell.objects.all()
+    }
+    assert len(served) == 3 * len(sizes)
+    assert {value[2:] for value in served.values()} == {(count, 4)}
+    cells.refresh_all_cells()
+    recomputed = {
+        (c.chip, c.quant, c.variant, c.batch_size): (c.speedup, c.tg_tps, c.n_submissions, c.n_contributors)
+        for c in LeaderboardCell.objects.all()
+    }
+    assert served == recomputed

@@ -256,3 +256,22 @@ def test_it_keeps_raw_envelopes_immutable_in_the_database(api: Api, ada: envelop
     with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("UPDATE results_rawenvelope SET body = %s", [b"{}"])
     assert RawEnvelope.objects.count() == 1
+
+
+def test_it_refuses_an_integer_beyond_2_to_the_53(api: Api, ada: envelope.Signer) -> None:
+    payload = build_payload(model={"size_bytes": 2**53})
+    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    env = {
+        "payloadType": envelope.SUBMISSION_TYPE,
+        "payload": base64.b64encode(body).decode(),
+        "signatures": [ada.signature(envelope.SUBMISSION_TYPE, body)],
+    }
+    response = api.post(Api.submissions, json.dumps(env).encode())
+    assert response.status_code == 400
+    assert response.json()["error"] == "not_canonical"
+
+
+def test_it_refuses_a_registration_envelope_at_the_submission_endpoint(api: Api, ada: envelope.Signer) -> None:
+    response = api.post(Api.submissions, json.dumps(VECTOR["registration_envelope"]).encode())
+    assert response.status_code == 400
+    assert (response.json()["error"], response.json()["field"]) == ("wrong_payload_type", "payloadType")

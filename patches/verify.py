@@ -24,7 +24,7 @@ from pathlib import Path
 PATCHES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(PATCHES_DIR))
 
-from verify_tools import apply_patch, copy_tree, host_syntax, metal_syntax, touched_files  # noqa: E402
+from verify_tools import apply_patch, copy_tree, host_syntax, metal_run, metal_syntax, touched_files  # noqa: E402
 
 CAMPAIGN_FILE = PATCHES_DIR.parent / "agent" / "benchhub_agent" / "data" / "campaigns" / "mv-ext-iquants.json"
 PRISTINE_DIRNAME = "llama.cpp-0c1e570"
@@ -339,6 +339,7 @@ def guarded(name: str, check: Callable[..., Check], *args: object) -> Check:
 def stage_checks(pristine: Path, before: Path, tree: Path, stage: str, campaign_env: set[str]) -> list[Check]:
     checks = [
         Check(f"metal-syntax[{stage}]", *metal_syntax(tree)),
+        Check(f"metal-run[{stage}]", *metal_run(tree, with_vec=stage == "01+02")),
         guarded(f"mv-ext-kernels[{stage}]", check_mv_ext_kernels, tree, stage),
         guarded(f"admission[{stage}]", check_admission, pristine, tree, stage),
     ]

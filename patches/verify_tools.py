@@ -16,6 +16,7 @@ KERNELS_DIR = "ggml/src/ggml-metal/kernels"
 # the sources one Metal library is built from for mul_mv (CMakeLists.txt prepends exactly these headers)
 METAL_UNIT = ("common.h", "dequantize.h", "mul_mv.metal")
 ATTRIBUTE = re.compile(r"\[\[[^\[\]]*\]\]")
+EMULATED_KERNELS = re.compile(r"kernel_mul_mv_ext_iq\w+|kernel_mul_mv_iq\w+_f32(?:_vec)?")
 CLANG_CANDIDATES = ("clang++", *(f"clang++-{v}" for v in range(20, 13, -1)))
 TIMEOUT_S = 300
 
@@ -65,6 +66,20 @@ def find_clang() -> str | None:
     return next((c for c in CLANG_CANDIDATES if shutil.which(c)), None)
 
 
+def write_metal_unit(tree: Path, unit: Path) -> None:
+    """The kernel sources of mul_mv's Metal library, with [[...]] attributes stripped: they carry Metal semantics
+    only, and `threadgroup` inside [[threadgroup(0)]] is an erased address-space macro here."""
+    shutil.rmtree(unit, ignore_errors=True)
+    unit.mkdir()
+    for name in METAL_UNIT:
+        (unit / name).write_text(ATTRIBUTE.sub("", (tree / KERNELS_DIR / name).read_text()))
+
+
+def include_flags(tree: Path, unit: Path) -> list[str]:
+    return ["-include", "metal_stdlib", "-I", str(unit), "-I", str(SHIM_DIR),
+            "-I", str(tree / "ggml/src/ggml-metal"), "-I", str(tree / "ggml/src")]  # fmt: skip
+
+
 def metal_syntax(tree: Path) -> tuple[bool, str]:
     """clang in C++ mode over mul_mv.metal and its headers, against the <metal_stdlib> stand-in in metal_shim/.
 
@@ -76,17 +91,11 @@ def metal_syntax(tree: Path) -> tuple[bool, str]:
     if clang is None:
         return False, "clang++ not found: apt-get install clang (or set BENCHHUB_CLANGXX)"
     unit = tree.parent / f".{tree.name}-metal-unit"
-    shutil.rmtree(unit, ignore_errors=True)
-    unit.mkdir()
     try:
-        for name in METAL_UNIT:
-            # attributes carry Metal semantics only, and `threadgroup` inside [[threadgroup(0)]] is a macro here
-            (unit / name).write_text(ATTRIBUTE.sub("", (tree / KERNELS_DIR / name).read_text()))
+        write_metal_unit(tree, unit)
         cmd = [
             clang, "-x", "c++", "-std=c++20", "-target", "aarch64-linux-gnu", "-ffreestanding", "-nostdinc",
-            "-nostdinc++", "-fsyntax-only", "-ferror-limit=20", "-Wno-everything",
-            "-include", "metal_stdlib", "-I", str(unit), "-I", str(SHIM_DIR),
-            "-I", str(tree / "ggml/src/ggml-metal"), "-I", str(tree / "ggml/src"),
+            "-nostdinc++", "-fsyntax-only", "-ferror-limit=20", "-Wno-everything", *include_flags(tree, unit),
             str(unit / "mul_mv.metal"),
         ]  # fmt: skip
         rc, out = run(cmd, unit)
@@ -95,6 +104,47 @@ def metal_syntax(tree: Path) -> tuple[bool, str]:
     if rc != 0:
         return False, f"mul_mv.metal does not type-check: {out[:1500]}"
     return True, "mul_mv.metal with common.h and dequantize.h type-checks, every explicit instantiation instantiated"
+
+
+def kernel_registry(source: str) -> str:
+    """C++ table from host_name to the function Metal would export under it, for the kernels emulate.cpp runs."""
+    entities = re.findall(r'template \[\[host_name\("(\w+)"\)\]\]\s+kernel\s+\w+\s+(\w+\s*<[^;]*>);', source)
+    entities += re.findall(r'\[\[host_name\("(\w+)"\)\]\]\s*kernel\s+void\s+(\w+)\s*\(', source)
+    rows = "".join(
+        f'    {{"{name}", reinterpret_cast<void (*)()>(&{entity})}},\n'
+        for name, entity in entities
+        if EMULATED_KERNELS.fullmatch(name)
+    )
+    return f"const metal_emu_entry metal_emu_registry[] = {{\n{rows}}};\n"
+
+
+def metal_run(tree: Path, with_vec: bool) -> tuple[bool, str]:
+    """Build metal_shim/emulate.cpp against the tree's kernels and run it: every i-quant mv-ext kernel at
+    ne11 2..8, and the scalar (and, with_vec, the vector) batch-1 kernels, against a double-precision reference."""
+    clang = find_clang()
+    if clang is None:
+        return False, "clang++ not found: apt-get install clang (or set BENCHHUB_CLANGXX)"
+    unit = tree.parent / f".{tree.name}-metal-run"
+    try:
+        write_metal_unit(tree, unit)
+        (unit / "registry.inc").write_text(kernel_registry((tree / KERNELS_DIR / "mul_mv.metal").read_text()))
+        suffix = "_vec" if with_vec else "-"
+        cmd = [
+            clang, "-std=c++20", "-O0", "-pthread", "-w", "-DMETAL_SHIM_RUN", f'-DMETAL_EMU_VEC_SUFFIX="{suffix}"',
+            # x86 has no half arithmetic type: __fp16 stands in, which clang lets through calls only with this
+            "-Xclang", "-fallow-half-arguments-and-returns", "-ferror-limit=20", *include_flags(tree, unit),
+            str(SHIM_DIR / "emulate.cpp"), "-o", str(unit / "emulate"),
+        ]  # fmt: skip
+        rc, out = run(cmd, unit)
+        if rc != 0:
+            return False, f"emulate.cpp does not build against this tree: {out[:1500]}"
+        rc, out = run([str(unit / "emulate")], unit)
+    finally:
+        shutil.rmtree(unit, ignore_errors=True)
+    summary = out.splitlines()[-1] if out else "no output"
+    if rc != 0:
+        return False, f"{summary}: {out[:1500]}"
+    return True, f"{summary} (emulated on the CPU, each kernel against a double-precision reference)"
 
 
 def host_syntax(tree: Path, cpp_files: list[str], outside_metal: list[str]) -> tuple[bool, str]:

@@ -27,12 +27,14 @@ EXPECTED_CHECKS = [
     "apply[01]",
     "cpu-build[01]",
     "metal-syntax[01]",
+    "metal-run[01]",
     "mv-ext-kernels[01]",
     "admission[01]",
     "added-kernels[01]",
     "apply[01+02]",
     "cpu-build[01+02]",
     "metal-syntax[01+02]",
+    "metal-run[01+02]",
     "mv-ext-kernels[01+02]",
     "admission[01+02]",
     "vec-gating[01+02]",
@@ -109,6 +111,10 @@ def test_it_passes_every_check_on_the_committed_patches(pristine: Path) -> None:
         == "95 reachable (type, r1) pairs and all 100 mv-ext instantiations well-formed"
     )
     assert details["added-kernels[01]"] == "exactly the 32 i-quant kernels"
+    # 8 i-quants x ne00 {256, 512} x ne11 2..8 through mv-ext, plus 4 scalar (and after 02, 4 vector) batch-1
+    # kernels x ne00 {256, 768, 1024} x ne11 {1, 3}
+    assert details["metal-run[01]"].startswith("136 passed, 0 failed")
+    assert details["metal-run[01+02]"].startswith("160 passed, 0 failed")
 
 
 def test_it_exits_2_and_says_make_fixtures_when_the_tree_is_missing(tmp_path: Path) -> None:
@@ -274,6 +280,23 @@ def test_it_fails_when_a_vector_kernel_does_not_type_check(mutate: Callable[...,
     ok, detail = verify_tools.metal_syntax(tree)
     assert not ok
     assert "no matching function for call to 'dot'" in detail
+
+
+def test_it_fails_when_a_vector_kernel_computes_a_wrong_result(mutate: Callable[..., Path]) -> None:
+    line = "sum += dot(yl[2*l + 1], float4(grid[1]) * kiq_sign4[signs >>  4]);"
+    tree = mutate("01+02", verify.MUL_MV, line, line.replace("signs >>  4", "signs & 0xf"))
+    assert verify_tools.metal_syntax(tree)[0]
+    ok, detail = verify_tools.metal_run(tree, with_vec=True)
+    assert not ok
+    assert "154 passed, 6 failed" in detail
+    assert "FAIL kernel_mul_mv_iq2_xxs_f32_vec ne00=256 ne11=1" in detail
+
+
+def test_it_fails_when_an_mv_ext_kernel_computes_a_wrong_result(mutate: Callable[..., Path]) -> None:
+    tree = mutate("01+02", verify.MUL_MV, "disp<3, block_iq2_s,   256,", "disp<3, block_iq2_s,   128,")
+    ok, detail = verify_tools.metal_run(tree, with_vec=True)
+    assert not ok
+    assert "FAIL kernel_mul_mv_ext_iq2_s_f32_r1_3 ne00=256 ne11=3" in detail
 
 
 def test_it_fails_when_a_host_file_does_not_compile(mutate: Callable[..., Path]) -> None:

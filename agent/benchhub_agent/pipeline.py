@@ -100,14 +100,13 @@ def _binaries(
         compiler = parse_version(done.stderr + done.stdout)[1] or "unknown"
         return bins, {"repo": plan.repo, "build_type": "prebuilt", "cmake_flags": [], "compiler": compiler}
     config = build.BuildConfig(backend, options.cmake_args)
-    progress.start("Fetching llama.cpp")
-    commits = sorted({variant.commit for variant in variants})
     built: dict[str, build.Built] = {}
-    progress.start("Building (cached by commit, patches, backend, flags and compiler)")
-    for commit in commits:
+    for commit in sorted({variant.commit for variant in variants}):
+        progress.start(f"Source: llama.cpp {commit[:12]}")
         pristine = (
             source.from_user(options.llama_src, dirs) if options.llama_src else source.from_git(plan.repo, commit, dirs)
         )
+        progress.start(f"Building for {backend} (cached by commit, patches, flags and compiler)")
         group = [variant for variant in variants if variant.commit == commit]
         for item in build.build_variants(group, pristine, config, dirs, logs, progress.update):
             built[item.variant] = item

@@ -117,11 +117,15 @@ class WorkTree:
         root = str(self.pristine)
 
         def skip(folder: str, names: list[str]) -> list[str]:
-            # Only the top level's VCS data and build folders: nested names like cmake/build-info.cmake stay.
+            # Only the top level's VCS data (a folder, or a submodule's `.git` file pointing elsewhere, which
+            # would make `git apply` look for a repository that is not there) and its build folders; nested
+            # names like cmake/build-info.cmake stay.
+            if folder != root:
+                return []
             return [
                 name
                 for name in names
-                if folder == root and (name == ".git" or name.startswith("build")) and (self.pristine / name).is_dir()
+                if name == ".git" or (name.startswith("build") and (self.pristine / name).is_dir())
             ]
 
         shutil.copytree(self.pristine, partial, ignore=skip, symlinks=True)

@@ -29,6 +29,8 @@ def metal_subset(target: Path) -> Path:
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(LLAMA_SRC / relative, target / relative)
     (target / "CMakeLists.txt").write_text("# stand-in\n")
+    # The vendored tree of llama-cpp-python is a submodule: its `.git` is a file naming a repo that is not there.
+    (target / ".git").write_text("gitdir: ../../.git/modules/vendor/llama.cpp\n")
     return target
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Static verifier for the mv-ext-iquants patches (01-mv-ext-iquants.patch, 02-vectorized-bs1.patch).
+"""Verifier for the mv-ext-iquants patches (01-mv-ext-iquants.patch, 02-vectorized-bs1.patch), without a Mac.
 
 Metal kernels are compiled only at run time on a Mac, so a misnamed or mistyped instantiation would otherwise reach
 contributors. This runs anywhere: it applies the patches in campaign order to the pristine llama.cpp tree at the
-pinned commit and checks what the host code will ask the Metal library for against what the kernels provide.
+pinned commit, checks what the host code will ask the Metal library for against what the kernels provide,
+type-checks the kernels with clang, and runs the ones the patches add on the CPU (patches/README.md lists the checks).
 
 Usage: python patches/verify.py [--tree PRISTINE_TREE] [--json]
 Exit codes: 0 every check passed, 1 a check failed, 2 the pristine tree is missing (run `make fixtures`).
@@ -277,9 +278,8 @@ def check_vec_gating(before: Path, after: Path, campaign_env: set[str]) -> Check
             problems.append(
                 f"GGML_TYPE_{enum} is switched to {fmt % (types[enum], 'f32', '_vec')}, which does not exist"
             )
-    host_vec_literals = sum(read(after, f"{METAL_DIR}/{f.name}").count('"_vec"') for f in host_sources(after))
-    host_vec_before = sum(read(before, f"{METAL_DIR}/{f.name}").count('"_vec"') for f in host_sources(before))
-    if host_vec_literals - host_vec_before != len(gated):
+    vec_literals = [sum(f.read_text().count('"_vec"') for f in host_sources(tree)) for tree in (before, after)]
+    if vec_literals[1] - vec_literals[0] != len(gated):
         problems.append('"_vec" appears in host code outside the per-type guards')
     flag = function_body(read(after, DEVICE), "static bool ggml_metal_env_flag_on(")
     if "getenv(name)" not in flag or 'strcmp(val, "1") == 0' not in flag:

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
 
@@ -24,7 +25,10 @@ def requeue_stale_submissions() -> int:
     """Covers a crash between commit and enqueue, a lost message, or a broker outage."""
     cutoff = timezone.now() - timedelta(seconds=settings.BENCHHUB_SWEEPER_GRACE_SECONDS)
     stale = Submission.objects.filter(Q(cells_refreshed_at__isnull=True) & Q(received_at__lte=cutoff))
-    ids = [str(pk) for pk in stale.values_list("id", flat=True)[:1000]]
-    for submission_id in ids:
-        refresh_cells_for_submission.delay(submission_id)
-    return len(ids)
+    queued = 0
+    for pk in stale.values_list("id", flat=True)[:1000]:
+        # During a backlog the same submission stays stale for a while: queue it once per grace period.
+        if cache.add(f"benchhub:requeued:{pk}", 1, timeout=settings.BENCHHUB_SWEEPER_GRACE_SECONDS):
+            refresh_cells_for_submission.delay(str(pk))
+            queued += 1
+    return queued

@@ -137,6 +137,11 @@ def test_it_requeues_submissions_whose_cells_were_never_refreshed(
     assert tasks.requeue_stale_submissions() == 1
     assert queued == [stale]
     assert fresh not in queued
+    assert tasks.requeue_stale_submissions() == 0, "not queued again within the grace period"
+    cells.refresh_submission_cells(stale)
+    Submission.objects.filter(pk=fresh).update(received_at=timezone.now() - timedelta(minutes=5))
+    assert tasks.requeue_stale_submissions() == 1
+    assert queued == [stale, fresh]
 
 
 def test_it_rebuilds_every_cell_from_the_raw_envelopes(

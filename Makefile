@@ -8,7 +8,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint typecheck fixtures services migrations-check e2e
+.PHONY: help install run test lint typecheck fixtures services system-deps
 
 help:  ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ fixtures: install  ## fetch llama.cpp at the pinned commit and the Gemma 3 270M 
 services:  ## start PostgreSQL and Redis on this machine if they are not running
 	scripts/services.sh
 
+system-deps:  ## install the Debian packages the tests need (cmake, compilers, clang, chromium)
+	scripts/system-deps.sh
+
 lint: install  ## ruff and the migrations check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -42,5 +45,5 @@ lint: install  ## ruff and the migrations check
 typecheck: install  ## mypy over the service and the agent
 	$(BIN)/mypy benchhub agent/benchhub_agent
 
-test: install services fixtures lint typecheck  ## the whole test suite on PostgreSQL and Redis (what CI runs)
+test: install system-deps services fixtures lint typecheck  ## the whole test suite on PostgreSQL and Redis (what CI runs)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest

@@ -13,11 +13,27 @@ from typing import Any
 
 Figure = dict[str, Any]
 
-# Colour-blind-safe palette (Okabe-Ito), ordered so neighbouring lines stay distinguishable.
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+# Colour-blind-safe palettes (Okabe-Ito, then Tol muted without its pale tones), so up to 13 lines
+# differ by colour; neighbouring lines stay distinguishable.
+PALETTE = (
+    "#0072B2",
+    "#D55E00",
+    "#009E73",
+    "#CC79A7",
+    "#E69F00",
+    "#56B4E9",
+    "#000000",
+    "#882255",
+    "#117733",
+    "#999933",
+    "#AA4499",
+    "#44AA99",
+    "#661100",
+)
 REFERENCE_DASH = "dot"
 FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13, "color": "#1a1a1a"}
 GRID = "#e3e6ea"
+LEGEND_ROW_PX = 24
 
 
 @dataclass(frozen=True)
@@ -54,15 +70,23 @@ def _axis(title: str, **extra: Any) -> dict[str, Any]:
 
 
 def _base_layout(title: str, y_title: str, batch_sizes: Sequence[int], n_legend_entries: int) -> dict[str, Any]:
-    # The legend sits under the plot; Plotly does not grow the margin for it, so the bottom margin
-    # is sized for its rows (two entries a row on a phone-width screen).
-    legend_height = 24 * math.ceil(n_legend_entries / 2)
+    # The legend sits under the plot, two entries a row; Plotly does not grow the margin for it,
+    # so the bottom margin is sized for its rows (charts.js refits it to one a row on a phone).
+    legend_height = LEGEND_ROW_PX * math.ceil(n_legend_entries / 2)
     return {
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 16}},
         # Ticks read BS1, BS2, ... as the tables' column headers do.
         "xaxis": _axis("", tickvals=list(batch_sizes), ticktext=[f"BS{size}" for size in batch_sizes]),
         "yaxis": _axis(y_title, rangemode="tozero"),
-        "legend": {"orientation": "h", "yanchor": "top", "y": -0.08, "yref": "paper", "x": 0},
+        "legend": {
+            "orientation": "h",
+            "yanchor": "top",
+            "y": -0.08,
+            "x": 0,
+            "entrywidth": 0.5,
+            "entrywidthmode": "fraction",
+            "font": {"size": 12},
+        },
         "margin": {"l": 56, "r": 16, "t": 48, "b": 48 + legend_height},
         "height": 380 + legend_height,
         "hovermode": "x unified",
@@ -176,11 +200,18 @@ def quant_mix_figure(tensor_bytes_by_type: Mapping[str, int], title: str = "Byte
     layout = {
         "barmode": "stack",
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 16}},
-        "xaxis": _axis("share of tensor bytes (%)", range=[0, 100]),
+        "xaxis": _axis("", range=[0, 100], ticksuffix="%"),
         "yaxis": {"visible": False},
         "height": 220,
         "margin": {"l": 16, "r": 16, "t": 48, "b": 48},
-        "legend": {"orientation": "h", "y": -0.6, "x": 0},
+        "legend": {
+            "orientation": "h",
+            "yanchor": "top",
+            "y": -0.35,
+            "x": 0,
+            "font": {"size": 12},
+            "traceorder": "normal",
+        },
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
         "font": FONT,

@@ -309,9 +309,7 @@ def speedup_series(
     ref_points: dict[str, list[Point]] = defaultdict(list)
     for ref in references:
         if ref.quant == quant and ref.variant == variant:
-            ref_points[f"{ref.machine_label}, {ref.model_label}"].append(
-                Point(ref.batch_size, ref.tg_tps / ref.baseline_tg_tps)
-            )
+            ref_points[ref.machine_label].append(Point(ref.batch_size, ref.tg_tps / ref.baseline_tg_tps))
     series += [Series(label, tuple(points), reference=True) for label, points in sorted(ref_points.items())]
     return series
 

@@ -123,6 +123,19 @@ def verify_command(request: HttpRequest, submission: Submission) -> str:
     return VERIFY_SCRIPT.format(url=url, public_key=b64encode(bytes(submission.key.public_key)))
 
 
+@dataclass(frozen=True)
+class QuantMixRow:
+    type_name: str
+    size: str
+    share: str
+
+
+def quant_mix_rows(tensor_bytes_by_type: dict[str, int]) -> list[QuantMixRow]:
+    total = sum(tensor_bytes_by_type.values()) or 1
+    ordered = sorted(tensor_bytes_by_type.items(), key=lambda item: (-item[1], item[0]))
+    return [QuantMixRow(name, f"{size:,}", f"{100 * size / total:.1f}%") for name, size in ordered]
+
+
 def submission_context(request: HttpRequest, submission: Submission) -> dict[str, Any]:
     variants = list(submission.variants.all())
     runs = list(submission.sweep_runs.select_related("variant").prefetch_related("rows"))
@@ -152,5 +165,5 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
         "generation": list(submission.generation.select_related("variant")),
         "charts": figures,
         "verify_command": verify_command(request, submission),
-        "quant_mix": sorted(model.tensor_bytes_by_type.items(), key=lambda item: -item[1]),
+        "quant_mix": quant_mix_rows(model.tensor_bytes_by_type),
     }

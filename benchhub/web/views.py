@@ -129,6 +129,13 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "web/home.html", context)
 
 
+@dataclass(frozen=True)
+class ChipSection:
+    campaign: CampaignChoice
+    board: list[ChipQuantGroup]
+    charts: list[Chart]
+
+
 def chips_by_slug() -> dict[str, tuple[str, int | None]]:
     known = set(LeaderboardCell.objects.values_list("chip", "gpu_cores").distinct())
     known |= set(ReferenceRow.objects.values_list("chip", "gpu_cores").distinct())
@@ -160,13 +167,14 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
             for group in board
             if group.rows
         ]
-        sections.append({"campaign": campaign, "board": board, "charts": chart_list})
+        sections.append(ChipSection(campaign, board, chart_list))
     submissions = Submission.objects.public().filter(machine__chip=name, machine__gpu_cores=cores)
     context = {
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,
         "sections": sections,
+        "charts": [chart for section in sections for chart in section.charts],
         "submissions": page_of(request, submissions.select_related("contributor", "model_file", "campaign")),
     }
     return render(request, "web/chip.html", context)

@@ -2,16 +2,41 @@
 // Tables carry the same numbers, so the page stays readable when this script does not run.
 (function () {
   "use strict";
+  var LEGEND_ROW_PX = 24;  // as in benchhub/web/charts.py
+
+  // The server lays a figure out for a wide screen: legend two entries a row, ticks "BS8". On a
+  // phone-width plot each legend entry gets the full width (one a row, the figure growing by the
+  // extra rows so the legend never spills over) and the ticks shrink to bare numbers.
+  function fitToPhone(target, layout, data) {
+    if (!narrow(target)) { return; }
+    if (layout.legend && layout.legend.entrywidthmode === "fraction") {
+      var entries = data.filter(function (trace) { return trace.showlegend !== false; }).length;
+      var extra = LEGEND_ROW_PX * (entries - Math.ceil(entries / 2));
+      layout.margin.b += extra;
+      layout.height += extra;
+      // A list under the plot, left-aligned with it (a legend left of the plot area would push it aside).
+      layout.legend = {orientation: "v", x: 0, xanchor: "left", y: -0.24, yanchor: "top", font: layout.legend.font};
+    }
+    if (layout.xaxis && layout.xaxis.ticktext) {
+      layout.xaxis.ticktext = layout.xaxis.tickvals.map(String);
+      layout.xaxis.title = {text: "batch size"};
+    }
+  }
+
+  function narrow(target) { return target.clientWidth < 640; }
+
   function draw() {
     if (typeof Plotly === "undefined") { return; }
     document.querySelectorAll("[data-figure]").forEach(function (target) {
       var island = document.getElementById(target.getAttribute("data-figure"));
       if (!island) { return; }
       var figure = JSON.parse(island.textContent);
+      fitToPhone(target, figure.layout, figure.data);
       // With responsive on, plotly fills its container's height, so the container takes the figure's.
       if (figure.layout && figure.layout.height) { target.style.height = figure.layout.height + "px"; }
       Plotly.newPlot(target, figure.data, figure.layout, {
-        responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"]
+        responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"],
+        displayModeBar: narrow(target) ? false : "hover"
       });
     });
   }

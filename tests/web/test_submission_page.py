@@ -32,7 +32,7 @@ def test_it_shows_machine_model_build_sweep_checks_and_signer(
     assert "Apple M1" in text and "8 cores" in text and "16.0\xa0GB" in text
     assert "Qwen3-1.7B-UD-IQ2_XXS.gguf" in text
     assert '<script id="quant-mix" type="application/json">' in text
-    assert '<th scope="row">IQ2_XXS</th><td class="num">482000000</td>' in text
+    assert '<th scope="row">IQ2_XXS</th><td class="num">482,000,000</td><td class="num">68.4%</td>' in text
     variant = submission.variants.get(name="01+02")
     assert variant.commit[:12] in text
     assert variant.patches[1]["sha256"][:16] in text

@@ -176,10 +176,16 @@ def _build_one(
                 shutil.rmtree(build_dir, ignore_errors=True)  # a half-configured cache would poison the next run
                 raise AgentError(ExitCode.BUILD, f"CMake configure failed for {variant.name}: see {log}.")
 
+        highest = 0
+
         def on_line(line: str) -> None:
+            # CMake restarts its percentage for each requested target: only progress beyond the highest
+            # seen so far moves the display, so the ETA never jumps backwards.
+            nonlocal highest
             percent = _PERCENT.match(line)
-            if percent:
-                report(f"{variant.name}: compiling {percent.group(1)}%", int(percent.group(1)) / 100)
+            if percent and int(percent.group(1)) > highest:
+                highest = int(percent.group(1))
+                report(f"{variant.name}: compiling {highest}%", highest / 100)
 
         jobs = str(os.cpu_count() or 2)
         args = ["cmake", "--build", str(build_dir), "--config", "Release", "-j", jobs, "--target", *targets]

@@ -81,6 +81,7 @@ def generation(
                     "prompt_id": prompt_id,
                     "n_tokens": tokens if tokens is not None else 0,
                     "output_sha256": hashlib.sha256(output).hexdigest(),
+                    # A crash or an empty answer is no usable output either: it must not pass as healthy.
                     "degenerate": is_degenerate(score) or done.exit_code != 0 or not done.stdout.strip(),
                     "repetition_score": score,
                     "identical_to_baseline": output == baseline_output[prompt_id],

@@ -100,3 +100,13 @@ def test_it_keeps_a_refused_result_in_the_outbox_and_names_the_field(live_server
     assert answer.exit_code == ExitCode.UPLOAD
     assert "HTTP 400" in answer.output and "variants" in answer.output
     assert queued.exists()
+
+
+def test_it_lists_what_a_run_needs_with_a_fix_for_each_missing_piece() -> None:
+    answer = CliRunner().invoke(main, ["doctor", "--backend", "cpu"])
+    assert answer.exit_code in (ExitCode.OK, ExitCode.MISSING_TOOL)
+    assert "[ok ] git:" in answer.output and "[ok ] cmake >= 3.18:" in answer.output
+    assert "disk space" in answer.output and "power" in answer.output
+    for line in answer.output.splitlines():
+        if line.startswith("[FIX]"):
+            assert "fix:" in answer.output

@@ -95,6 +95,21 @@ def rows_missing(runs: Sequence[dict[str, Any]], batch_sizes: Sequence[int]) -> 
     return any(run["exit_code"] != 0 or len(run["rows"]) < len(batch_sizes) for run in runs)
 
 
+def _row_reporter(
+    label: str, seq: int, total_runs: int, batch_sizes: Sequence[int], report: Callable[[str, float | None], None]
+) -> Callable[[str], None]:
+    """Shows each batch size's decode speed as batched-bench prints it, with the sweep's share done."""
+
+    def on_line(line: str) -> None:
+        rows = parse_batched_bench_jsonl(line)
+        if rows and rows[0]["batch_size"] in batch_sizes:
+            done_in_run = list(batch_sizes).index(rows[0]["batch_size"]) + 1
+            fraction = (seq - 1 + done_in_run / len(batch_sizes)) / total_runs
+            report(f"{label}, batch {rows[0]['batch_size']}: {rows[0]['tg_tps']:.1f} t/s", fraction)
+
+    return on_line
+
+
 def run_sweep(
     variants: Sequence[tuple[str, Path, dict[str, str]]],
     model: Path,
@@ -113,9 +128,17 @@ def run_sweep(
             bin_dir, env = by_name[name]
             rep = round_index + 1
             seq = len(runs) + 1
-            report(f"{name} rep {rep} (run {seq} of at least {settings.reps * len(names)})", None)
+            planned = settings.reps * len(names)
+            label = f"{name} rep {rep} (run {seq} of {max(planned, seq)})"
+            report(label, (seq - 1) / max(planned, seq))
+
             args = batched_bench_args(bin_dir / "llama-batched-bench", model, settings)
-            done = run_tool(args, log_dir / f"batched-bench-{seq:03d}-{name}-rep{rep}", env=env)
+            done = run_tool(
+                args,
+                log_dir / f"batched-bench-{seq:03d}-{name}-rep{rep}",
+                env=env,
+                on_line=_row_reporter(label, seq, max(planned, seq), settings.batch_sizes, report),
+            )
             rows = [row for row in parse_batched_bench_jsonl(done.stdout) if row["batch_size"] in settings.batch_sizes]
             runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": done.exit_code, "rows": rows})
         round_index += 1

@@ -13,6 +13,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,11 @@ class ToolRun:
 
 
 def run_tool(
-    args: list[str], log_stem: Path, env: dict[str, str] | None = None, timeout: float | None = None
+    args: list[str],
+    log_stem: Path,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> ToolRun:
     """Run one tool with its output kept next to the result (`<stem>.stdout/.stderr/.cmd`).
 
@@ -49,8 +54,14 @@ def run_tool(
             open(f"{log_stem}.stdout", "wb") as out,
             open(f"{log_stem}.stderr", "wb") as err,
         ):
-            process = subprocess.Popen(args, stdout=out, stderr=err, env=full_env, start_new_session=True)
+            stdout_target = subprocess.PIPE if on_line else out
+            process = subprocess.Popen(args, stdout=stdout_target, stderr=err, env=full_env, start_new_session=True)
             try:
+                if on_line and process.stdout is not None:
+                    # Each line is kept and shown as it comes: a sweep of a large model reports every row.
+                    for raw in process.stdout:
+                        out.write(raw)
+                        on_line(raw.decode(errors="replace"))
                 code = process.wait(timeout=timeout)
             except BaseException:
                 os.killpg(process.pid, signal.SIGKILL)

@@ -71,6 +71,7 @@ def test_it_runs_interleaved_and_records_an_abort_with_its_rows_and_exit_code(tm
     assert runs[1]["exit_code"] == 134 and [row["batch_size"] for row in runs[1]["rows"]] == [1, 2]
     assert [row["batch_size"] for row in runs[0]["rows"]] == [1, 2, 4]  # rows outside the sweep are dropped
     assert flags == ["sweep_row_missing"]  # identical replays: no spread
+    assert any("upstream rep 1" in detail and "batch 4: 120.1 t/s" in detail for detail in seen)
     assert (tmp_path / "logs" / "batched-bench-002-01-rep1.cmd").read_text().startswith("GGML_X=1 ")
 
 

@@ -70,6 +70,7 @@ def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], No
     try:
         payload = envelope.parse_canonical_payload(verified.opened.payload)
         schema.validate_submission(payload)
+        _refuse_nul(payload, "")
     except envelope.EnvelopeError as error:
         raise IngestError.from_envelope(error) from None
     except schema.SchemaViolation as error:
@@ -89,6 +90,17 @@ def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], No
             raise
         return previous
     return IngestResult(str(submission.id), submission.status, created=True)
+
+
+def _refuse_nul(value: Any, path: str) -> None:
+    """JSON allows U+0000 in strings; PostgreSQL text and jsonb do not."""
+    if isinstance(value, str) and "\x00" in value:
+        raise IngestError(400, "schema_violation", f"{path}: NUL characters are not allowed", path)
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            raise IngestError(400, "schema_violation", f"{path}: NUL characters are not allowed in keys", path)
+        _refuse_nul(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key)
 
 
 def _previous(key: PublicKey, nonce: str, payload_sha256: str) -> IngestResult | None:

@@ -275,3 +275,21 @@ def test_it_refuses_a_registration_envelope_at_the_submission_endpoint(api: Api,
     response = api.post(Api.submissions, json.dumps(VECTOR["registration_envelope"]).encode())
     assert response.status_code == 400
     assert (response.json()["error"], response.json()["field"]) == ("wrong_payload_type", "payloadType")
+
+
+def test_it_stores_the_largest_counts_the_schema_allows(api: Api, ada: envelope.Signer) -> None:
+    payload = build_payload(machine={"cpu_cores_performance": 2**53 - 1, "memory_bytes": 2**53 - 1})
+    payload["correctness"][0].update(passed=2**53 - 1, failed=2**53 - 1)
+    payload["generation"][0]["n_tokens"] = 2**53 - 1
+    response = api.submit(payload, ada)
+    assert response.status_code == 201
+    assert Submission.objects.get().correctness.get().passed == 2**53 - 1
+
+
+def test_it_refuses_a_nul_character_with_400_naming_the_field(api: Api, ada: envelope.Signer) -> None:
+    response = api.submit(build_payload(machine={"os_version": "15.7\x00"}), ada)
+    assert response.status_code == 400
+    assert response.json()["field"] == "machine.os_version"
+    tensor_key = build_payload(model={"tensor_bytes_by_type": {"Q4\x00K": 1}})
+    assert api.submit(tensor_key, ada).json()["field"] == "model.tensor_bytes_by_type"
+    assert not Submission.objects.exists()

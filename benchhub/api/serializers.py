@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from rest_framework import serializers
 
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
@@ -151,7 +152,7 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
 
     def get_envelope_url(self, submission: Submission) -> str:
         request = self.context["request"]
-        return str(request.build_absolute_uri(f"/api/v1/submissions/{submission.id}/envelope"))
+        return str(request.build_absolute_uri(reverse("api-submission-envelope", args=[submission.id])))
 
 
 class SubmissionDetailSerializer(SubmissionSerializer):

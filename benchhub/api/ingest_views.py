@@ -4,6 +4,7 @@ that are verified are exactly the bytes that are stored."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
@@ -82,7 +83,7 @@ class SubmissionIngestMixin:
             raise _refusal(error) from None
         body = {
             "id": result.id,
-            "url": request.build_absolute_uri(f"/submissions/{result.id}/"),
+            "url": request.build_absolute_uri(reverse("submission", args=[result.id])),  # the web page
             "status": result.status,
         }
         return Response(body, status=result.http_status)

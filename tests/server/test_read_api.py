@@ -161,3 +161,13 @@ def test_it_leaves_hidden_submissions_out_of_lists(client: Client, two_submissio
     listed = [s["id"] for s in client.get("/api/v1/submissions/").json()["results"]]
     assert listed == [two_submissions[1]]
     assert persona("ada").keyid == client.get(f"/api/v1/submissions/{two_submissions[0]}/").json()["keyid"]
+
+
+def test_it_answers_a_server_error_under_the_api_with_json_and_elsewhere_with_the_page(rf: Any) -> None:
+    from benchhub.api import errors
+
+    api_error = errors.server_error(rf.get("/api/v1/leaderboard/"))
+    assert api_error.status_code == 500 and api_error["Content-Type"] == "application/json"
+    assert b'"error": "server_error"' in api_error.content
+    page_error = errors.server_error(rf.get("/"))
+    assert page_error.status_code == 500 and not page_error["Content-Type"].startswith("application/json")

@@ -89,6 +89,7 @@ def _base_layout(title: str, y_title: str, batch_sizes: Sequence[int], n_legend_
         },
         "margin": {"l": 56, "r": 16, "t": 48, "b": 48 + legend_height},
         "height": 380 + legend_height,
+        "showlegend": True,  # plotly hides a lone trace's legend; a lone published line must still say so
         "hovermode": "x unified",
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",

@@ -173,6 +173,7 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,
+        "slug": slug,
         "sections": sections,
         "charts": [chart for section in sections for chart in section.charts],
         "submissions": page_of(request, submissions.select_related("contributor", "model_file", "campaign")),

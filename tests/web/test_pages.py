@@ -74,6 +74,7 @@ def test_it_offers_a_campaign_known_only_from_published_rows(client: Client, liv
     assert "few-row-mma (published rows only)" in text
     assert "32.7→49.7 (+52%)" in text
     assert "38.6→120 (+210%)" in text
+    assert 'id="coverage"' not in text  # nobody can contribute to a campaign the service does not run
 
 
 def test_it_answers_404_for_an_unknown_campaign(client: Client, live_campaign: Campaign) -> None:
@@ -120,7 +121,7 @@ def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> Non
     text = page_text(client.get(reverse("about")))
     for phrase in ("interleaved", "paired ratio", "median", "95% interval", "degenerate", "correctness failed"):
         assert phrase in text.replace("Interleav", "interleav")
-    assert "benchhub-agent run" in text
+    assert "benchhub-agent run path/to/model.gguf --server http://testserver --handle you" in text
     assert f'href="{reverse("api-docs")}"' in text
     assert f'href="{reverse("measurements-csv")}"' in text
 
@@ -135,6 +136,19 @@ def test_it_compares_two_chips_side_by_side(client: Client, small_site: list[Sub
         "Apple M1 (8-core GPU)",
         "Apple M5 Pro (20-core GPU)",
     }
+
+
+def test_it_compares_chips_on_the_chosen_variant(client: Client, small_site: list[Submission]) -> None:
+    text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c", "variant": "01+02"}))
+    assert "mv-ext-iquants, 01+02 over upstream" in text
+    assert '<option value="01+02" selected>' in text
+    assert "excluded n=0" in text  # M1 IQ2_XXS 01+02 failed correctness on its only submission
+
+
+def test_it_prefills_the_compare_form_from_a_chip_page(client: Client, small_site: list[Submission]) -> None:
+    assert 'href="/compare/?a=apple-m1-8c"' in page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
+    text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c"}))
+    assert '<option value="apple-m1-8c" selected>' in text
 
 
 def test_it_compares_two_submissions_side_by_side(client: Client, small_site: list[Submission]) -> None:

@@ -37,7 +37,7 @@ class Command(BaseCommand):
             for run in demo.demo_runs():
                 result = ingest_submission(demo.submission_envelope(campaign, run))
                 created += result.created
-                if not settings.CELERY_TASK_ALWAYS_EAGER:
+                if result.created and not settings.CELERY_TASK_ALWAYS_EAGER:
                     # The ingest queued the refresh for a worker; run it here too, so the site is
                     # populated when the command returns even if no worker is running yet.
                     refresh_cells_for_submission(result.id)

@@ -1,0 +1,61 @@
+"""seed_demo: the quick start's data, signed and ingested for real, marked demo, safe to rerun."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from benchhub.accounts.models import Contributor
+from benchhub.results.models import Campaign, LeaderboardCell, RawEnvelope, Submission
+from benchhub.web import demo
+from benchhub.web.models import ReferenceRow
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_seeds_published_rows_and_demo_submissions_through_the_ingest_once(live_campaign: Campaign) -> None:
+    out = StringIO()
+    call_command("seed_demo", stdout=out)
+    runs = len(demo.demo_runs())
+    assert f"demo submissions: {runs} created, 0 already present" in out.getvalue()
+    assert ReferenceRow.objects.count() == 19
+    assert Submission.objects.count() == RawEnvelope.objects.count() == runs
+    assert not Submission.objects.filter(is_demo=False).exists()
+    assert set(Contributor.objects.values_list("handle", flat=True)) == set(demo.HANDLES)
+    assert not Contributor.objects.filter(is_demo=False).exists()
+    chips = set(LeaderboardCell.objects.filter(n_submissions__gt=0).values_list("chip", flat=True))
+    assert chips == {chip.chip for chip in demo.CHIPS}
+    assert LeaderboardCell.objects.filter(n_excluded_correctness__gt=0, chip="Apple M2").exists()
+    assert LeaderboardCell.objects.filter(n_excluded_degenerate__gt=0, chip="Apple M3 Pro").exists()
+    flagged = Submission.objects.filter(status=Submission.Status.FLAGGED).count()
+    assert flagged == 2  # exactly the two runs built to go wrong
+
+    again = StringIO()
+    call_command("seed_demo", stdout=again)
+    assert f"demo submissions: 0 created, {runs} already present" in again.getvalue()
+    assert Submission.objects.count() == runs
+
+
+def test_it_never_marks_a_real_contributor_who_took_a_demo_handle(live_campaign: Campaign) -> None:
+    from benchhub_agent import envelope
+
+    from benchhub.results.ingest import register
+
+    stranger = envelope.Signer.from_seed(b"\x07" * 32)
+    payload = {
+        "schema_version": 1,
+        "handle": demo.HANDLES[0],
+        "public_key": stranger.public_key_b64,
+        "created_at": "2026-11-29T10:00:00Z",
+    }
+    register(envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [stranger])))
+    with pytest.raises(CommandError, match="the ingest refused a demo envelope"):
+        call_command("seed_demo", stdout=StringIO())
+    assert not Contributor.objects.get(handle=demo.HANDLES[0]).is_demo
+
+
+def test_it_asks_for_migrate_when_the_campaign_is_missing(db: None) -> None:
+    Campaign.objects.all().delete()
+    with pytest.raises(CommandError, match=r"run `manage\.py migrate` first"):
+        call_command("seed_demo", stdout=StringIO())

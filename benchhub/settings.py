@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "benchhub.accounts",
     "benchhub.results",
     "benchhub.api",
@@ -129,6 +130,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Signed, crowd-sourced A/B benchmarks of llama.cpp patches. The wire protocol is PROTOCOL.md.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The docs page's JavaScript is served from our static files, not a CDN.
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: with REDIS_URL a real broker and worker; without it tasks run in-process.

@@ -160,3 +160,29 @@ def test_it_rebuilds_every_cell_from_the_raw_envelopes(
     assert "Rebuilt 2 submission(s)" in output.getvalue()
     assert sorted(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions")) == expected
     assert not Submission.objects.filter(cells_refreshed_at__isnull=True).exists()
+
+
+def test_it_queues_the_cell_refresh_once_the_submission_has_committed(
+    api: Api, ada: envelope.Signer, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queued: list[str] = []
+    monkeypatch.setattr(tasks.refresh_cells_for_submission, "delay", queued.append)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        submission_id = api.submit(build_payload(), ada).json()["id"]
+    assert queued == [], "nothing is queued before the commit"
+    for callback in callbacks:
+        callback()
+    assert queued == [submission_id]
+
+
+def test_it_accepts_a_submission_while_the_broker_is_down_and_leaves_it_to_the_sweeper(
+    api: Api, ada: envelope.Signer, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broker_down(submission_id: str) -> None:
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(tasks.refresh_cells_for_submission, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.submit(build_payload(), ada)
+    assert response.status_code == 201
+    assert Submission.objects.get().cells_refreshed_at is None

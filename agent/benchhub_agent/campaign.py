@@ -29,7 +29,7 @@ class Patch:
 @dataclass(frozen=True)
 class Variant:
     name: str
-    commit: str
+    commit: str  # empty until a variant that follows a ref is resolved
     patches: tuple[Patch, ...]
     env: dict[str, str] = field(default_factory=dict)
     ref: str | None = None
@@ -101,7 +101,9 @@ def from_manifest(manifest: dict[str, Any], dirs: Dirs) -> Campaign:
                 continue
             patches = tuple(_fetch_patch(p["name"], p["sha256"], p["url"], dirs) for p in entry["patches"])
             variants.append(
-                Variant(entry["name"], entry["commit"], patches, dict(entry.get("env") or {}), entry.get("ref"))
+                Variant(
+                    entry["name"], entry.get("commit") or "", patches, dict(entry.get("env") or {}), entry.get("ref")
+                )
             )
         return Campaign(
             manifest["slug"], manifest["repo"], manifest["baseline"], tuple(variants), dict(manifest["sweep"]), "server"

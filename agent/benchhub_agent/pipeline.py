@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import shutil
@@ -64,6 +65,22 @@ def _selected_variants(plan: campaign.Campaign, prebuilt: dict[str, Path]) -> li
     if plan.baseline not in prebuilt:
         raise AgentError(ExitCode.USAGE, f"--variant must include the baseline {plan.baseline!r}: speedups are paired.")
     return [variant for variant in plan.variants if variant.name in prebuilt]
+
+
+def _resolved(variants: list[campaign.Variant], repo: str, options: RunOptions) -> list[campaign.Variant]:
+    """A variant that follows a git ref (a pull request branch) runs at the commit the ref points to now,
+    and that commit is what the result reports."""
+    resolved = []
+    for variant in variants:
+        if variant.ref and not variant.commit:
+            if options.llama_src or options.prebuilt:
+                raise AgentError(
+                    ExitCode.SOURCE,
+                    f"Variant {variant.name} follows {variant.ref}: it needs git, not --llama-src or --variant.",
+                )
+            variant = dataclasses.replace(variant, commit=source.resolve_ref(repo, variant.ref))
+        resolved.append(variant)
+    return resolved
 
 
 def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettings:
@@ -142,7 +159,7 @@ def run(options: RunOptions, dirs: Dirs, progress: Progress) -> RunResult:
     progress.start("Loading the campaign")
     plan, fallback = campaign.load(options.campaign_slug, options.server, dirs)
     progress.note(f"  {plan.slug}: {'bundled copy (' + fallback + ')' if fallback else 'manifest from the server'}")
-    variants = _selected_variants(plan, options.prebuilt)
+    variants = _resolved(_selected_variants(plan, options.prebuilt), plan.repo, options)
     backend = detect_backend(options.backend)
     settings = _settings(plan, options)
     stamp = time.strftime("%Y%m%d-%H%M%S")

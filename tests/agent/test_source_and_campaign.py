@@ -143,3 +143,17 @@ def test_it_refuses_a_patch_whose_bytes_do_not_match_the_manifest(live_server: A
 def test_it_falls_back_to_the_bundled_campaign_when_the_server_is_unreachable() -> None:
     plan, fallback = campaign.load("mv-ext-iquants", "http://127.0.0.1:9", home())
     assert plan.source == "bundled" and fallback and "127.0.0.1:9" in fallback
+
+
+def test_it_needs_git_for_a_variant_that_follows_a_ref(tmp_path: Path) -> None:
+    import dataclasses
+
+    from benchhub_agent.pipeline import RunOptions, _resolved
+
+    following = dataclasses.replace(
+        campaign.bundled("mv-ext-iquants").variant("01"), commit="", ref="refs/pull/29869/head"
+    )
+    options = RunOptions(model_path=tmp_path / "m.gguf", server=None, campaign_slug="x", llama_src=tmp_path)
+    with pytest.raises(AgentError, match="needs git") as caught:
+        _resolved([following], "https://github.com/ggml-org/llama.cpp", options)
+    assert caught.value.code == ExitCode.SOURCE

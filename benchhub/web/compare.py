@@ -11,11 +11,18 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from benchhub.results.models import LeaderboardCell, Submission
+from benchhub.results.models import Submission
 from benchhub.web import charts
 from benchhub.web.leaderboard import chip_label, format_pair, speedup_series
 from benchhub.web.pages import Chart, Page, submission_series
-from benchhub.web.views import CampaignChoice, campaign_choices, chips_by_slug, compared_variant, pick_campaign
+from benchhub.web.views import (
+    CampaignChoice,
+    campaign_choices,
+    cell_rows,
+    chips_by_slug,
+    compared_variant,
+    pick_campaign,
+)
 
 
 @dataclass(frozen=True)
@@ -35,12 +42,8 @@ def _as_uuid(text: str) -> uuid.UUID | None:
 def _chip_comparison(
     campaign: CampaignChoice, variant: str, left: tuple[str, int | None], right: tuple[str, int | None]
 ) -> tuple[list[Chart], list[CompareLine]]:
-    cells = list(
-        LeaderboardCell.objects.filter(campaign__slug=campaign.slug, variant=variant).filter(
-            chip__in=[left[0], right[0]]
-        )
-    )
-    cells = [c for c in cells if (c.chip, c.gpu_cores) in (left, right)]
+    both = cell_rows(campaign__slug=campaign.slug, variant=variant, chip__in=[left[0], right[0]])
+    cells = [c for c in both if (c.chip, c.gpu_cores) in (left, right)]
     chart_list = []
     lines = []
     for index, quant in enumerate(sorted({c.quant for c in cells})):

@@ -8,7 +8,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from django.utils.text import slugify
 
@@ -19,7 +19,10 @@ CHIP_GENERATIONS = ("M1", "M2", "M3", "M4", "M5")
 CHIP_TIERS = ("", "Pro", "Max", "Ultra")
 
 
-class CellLike(Protocol):
+class CellRow(NamedTuple):
+    """A LeaderboardCell's displayed fields, read with values_list: pages hold hundreds of cells
+    and skip model instances for them."""
+
     chip: str
     gpu_cores: int | None
     quant: str
@@ -84,7 +87,7 @@ class CellView:
     state: str  # "measured", "excluded" or "empty"
 
 
-def _exclusion_note(cell: CellLike) -> tuple[str, ...]:
+def _exclusion_note(cell: CellRow) -> tuple[str, ...]:
     notes = []
     if cell.n_excluded_correctness:
         notes.append(f"{cell.n_excluded_correctness} excluded: correctness failed")
@@ -93,7 +96,7 @@ def _exclusion_note(cell: CellLike) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def cell_view(cell: CellLike | None, batch_size: int) -> CellView:
+def cell_view(cell: CellRow | None, batch_size: int) -> CellView:
     if cell is None:
         return CellView(batch_size, "", (), "empty")
     excluded = _exclusion_note(cell)
@@ -154,7 +157,7 @@ def _variant_order(names: Iterable[str], declared: Sequence[str]) -> list[str]:
     return sorted(set(names), key=lambda name: (rank.get(name, len(rank)), name))
 
 
-def _baseline_by_batch(cells: Sequence[CellLike], baseline: str) -> dict[int, float | None]:
+def _baseline_by_batch(cells: Sequence[CellRow], baseline: str) -> dict[int, float | None]:
     """The baseline's throughput per batch size: its own cell where present, else the median the
     variant cells carry (they are the same medians, computed per cell)."""
     values: dict[int, float | None] = {}
@@ -167,7 +170,7 @@ def _baseline_by_batch(cells: Sequence[CellLike], baseline: str) -> dict[int, fl
     return values
 
 
-def _group_rows(cells: Sequence[CellLike], baseline: str, declared: Sequence[str]) -> list[VariantRow]:
+def _group_rows(cells: Sequence[CellRow], baseline: str, declared: Sequence[str]) -> list[VariantRow]:
     batch_sizes = sorted({cell.batch_size for cell in cells})
     baseline_tps = _baseline_by_batch(cells, baseline)
     rows = [
@@ -178,7 +181,7 @@ def _group_rows(cells: Sequence[CellLike], baseline: str, declared: Sequence[str
             amortisation=amortisation(baseline_tps),
         )
     ]
-    by_variant: dict[str, dict[int, CellLike]] = defaultdict(dict)
+    by_variant: dict[str, dict[int, CellRow]] = defaultdict(dict)
     for cell in cells:
         if cell.variant != baseline:
             by_variant[cell.variant][cell.batch_size] = cell
@@ -218,12 +221,12 @@ def _group_key(chip: str, gpu_cores: int | None, quant: str) -> tuple[str, int, 
 
 
 def build_board(
-    cells: Iterable[CellLike], references: Iterable[ReferenceLike], baseline: str, declared: Sequence[str]
+    cells: Iterable[CellRow], references: Iterable[ReferenceLike], baseline: str, declared: Sequence[str]
 ) -> list[ChipQuantGroup]:
     """One group per (chip, GPU cores, quant) holding crowd rows; published rows of the same chip
     and quant sit in the group as separate reference tables, and chips known only from published
     rows get a group of their own with no crowd rows."""
-    crowd: dict[tuple[str, int, str], list[CellLike]] = defaultdict(list)
+    crowd: dict[tuple[str, int, str], list[CellRow]] = defaultdict(list)
     for cell in cells:
         crowd[_group_key(cell.chip, cell.gpu_cores, cell.quant)].append(cell)
     refs_by_chip_quant: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)
@@ -294,7 +297,7 @@ def coverage(measured_chips: Iterable[str]) -> tuple[list[CoverageRow], list[str
 
 
 def speedup_series(
-    cells: Iterable[CellLike], references: Iterable[ReferenceLike], quant: str, variant: str
+    cells: Iterable[CellRow], references: Iterable[ReferenceLike], quant: str, variant: str
 ) -> list[Series]:
     """One line per chip (crowd medians with their interval) plus dotted published lines."""
     by_chip: dict[tuple[str, int], list[Point]] = defaultdict(list)
@@ -314,7 +317,7 @@ def speedup_series(
     return series
 
 
-def throughput_series(cells: Iterable[CellLike], quant: str, baseline: str) -> list[Series]:
+def throughput_series(cells: Iterable[CellRow], quant: str, baseline: str) -> list[Series]:
     """Decode t/s per variant against batch size for one chip and quant (baseline included)."""
     by_variant: dict[str, list[Point]] = defaultdict(list)
     baseline_points: dict[int, Point] = {}

@@ -15,6 +15,7 @@ from benchhub.accounts.models import Contributor
 from benchhub.results.models import Campaign, LeaderboardCell, Submission
 from benchhub.web import charts
 from benchhub.web.leaderboard import (
+    CellRow,
     ChipQuantGroup,
     build_board,
     chip_label,
@@ -83,10 +84,13 @@ def compared_variant(campaign: CampaignChoice, requested: str | None) -> str:
     return candidates[0] if candidates else campaign.baseline
 
 
-def _cells(campaign: CampaignChoice, **filters: Any) -> list[LeaderboardCell]:
-    if not campaign.live:
-        return []
-    return list(LeaderboardCell.objects.filter(campaign__slug=campaign.slug, **filters))
+def cell_rows(**filters: Any) -> list[CellRow]:
+    rows = LeaderboardCell.objects.filter(**filters).values_list(*CellRow._fields)
+    return [CellRow(*row) for row in rows]
+
+
+def _cells(campaign: CampaignChoice, **filters: Any) -> list[CellRow]:
+    return cell_rows(campaign__slug=campaign.slug, **filters) if campaign.live else []
 
 
 @require_safe

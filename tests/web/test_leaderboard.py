@@ -1,28 +1,46 @@
 """leaderboard.py is pure: grouping, the familiar `148→210 (+42%)` form, amortisation, coverage."""
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from benchhub.web import leaderboard
+from benchhub.web.leaderboard import CellRow
 
 
-@dataclass
-class Cell:
-    chip: str
-    gpu_cores: int | None
-    quant: str
-    variant: str
-    batch_size: int
-    baseline_tg_tps: float | None
-    tg_tps: float | None
-    speedup: float | None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n_submissions: int = 1
-    n_contributors: int = 1
-    n_excluded_correctness: int = 0
-    n_excluded_degenerate: int = 0
+def Cell(
+    chip: str,
+    gpu_cores: int | None,
+    quant: str,
+    variant: str,
+    batch_size: int,
+    baseline_tg_tps: float | None,
+    tg_tps: float | None,
+    speedup: float | None,
+    ci_low: float | None = None,
+    ci_high: float | None = None,
+    n_submissions: int = 1,
+    n_contributors: int = 1,
+    n_excluded_correctness: int = 0,
+    n_excluded_degenerate: int = 0,
+) -> CellRow:
+    return CellRow(
+        chip,
+        gpu_cores,
+        quant,
+        variant,
+        batch_size,
+        baseline_tg_tps,
+        tg_tps,
+        speedup,
+        ci_low,
+        ci_high,
+        n_submissions,
+        n_contributors,
+        n_excluded_correctness,
+        n_excluded_degenerate,
+    )
 
 
 @dataclass
@@ -40,8 +58,8 @@ class Ref:
     source_url: str = ""
 
 
-def m5(variant: str, batch_size: int, base: float, value: float, **extra: object) -> Cell:
-    return Cell("Apple M5 Pro", 20, "IQ2_XXS", variant, batch_size, base, value, value / base, **extra)  # type: ignore[arg-type]
+def m5(variant: str, batch_size: int, base: float, value: float, **extra: Any) -> CellRow:
+    return Cell("Apple M5 Pro", 20, "IQ2_XXS", variant, batch_size, base, value, value / base, **extra)
 
 
 @pytest.mark.parametrize(

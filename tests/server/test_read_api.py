@@ -172,3 +172,22 @@ def test_it_answers_a_server_error_under_the_api_with_json_and_elsewhere_with_th
     assert b'"error": "server_error"' in api_error.content
     page_error = errors.server_error(rf.get("/"))
     assert page_error.status_code == 500 and not page_error["Content-Type"].startswith("application/json")
+
+
+def test_it_syncs_campaign_rows_from_the_shipped_definition_idempotently(campaign: Any) -> None:
+    from django.core.management import call_command
+
+    from benchhub.results.campaigns import definitions
+    from benchhub.results.models import Campaign
+
+    Campaign.objects.update(title="stale", baseline="stale")
+    for _ in range(2):
+        call_command("sync_campaigns", stdout=io.StringIO())
+    [row] = Campaign.objects.all()
+    [definition] = definitions()
+    assert (row.slug, row.title, row.baseline, row.definition) == (
+        "mv-ext-iquants",
+        definition["title"],
+        "upstream",
+        definition,
+    )

@@ -97,9 +97,12 @@ class Stack:
         process = self.processes.pop(service)
         try:
             os.killpg(process.pid, sig)
+            process.wait(timeout=30)
         except ProcessLookupError:
             return
-        process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
 
     def stop_all(self) -> None:
         for service in list(self.processes):

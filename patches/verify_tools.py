@@ -16,7 +16,7 @@ KERNELS_DIR = "ggml/src/ggml-metal/kernels"
 # the sources one Metal library is built from for mul_mv (CMakeLists.txt prepends exactly these headers)
 METAL_UNIT = ("common.h", "dequantize.h", "mul_mv.metal")
 ATTRIBUTE = re.compile(r"\[\[[^\[\]]*\]\]")
-EMULATED_KERNELS = re.compile(r"kernel_mul_mv_ext_iq\w+|kernel_mul_mv_iq\w+_f32(?:_vec)?")
+EMULATED_KERNELS = re.compile(r"kernel_mul_mv_ext_(?:iq\w+|q4_K\w+)|kernel_mul_mv_iq\w+_f32(?:_vec)?")
 HALF_CALLS_FLAG = "-fallow-half-arguments-and-returns"
 CLANG_CANDIDATES = ("clang++", *(f"clang++-{v}" for v in range(20, 13, -1)))
 TIMEOUT_S = 300
@@ -120,8 +120,9 @@ def kernel_registry(source: str) -> str:
 
 
 def metal_run(tree: Path, with_vec: bool) -> tuple[bool, str]:
-    """Build metal_shim/emulate.cpp against the tree's kernels and run it: every i-quant mv-ext kernel at
-    ne11 2..8, and the scalar (and, with_vec, the vector) batch-1 kernels, against a double-precision reference."""
+    """Build metal_shim/emulate.cpp against the tree's kernels and run it: every i-quant mv-ext kernel (and Q4_K's,
+    as a control) at ne11 2..8, and the scalar (and, with_vec, the vector) batch-1 kernels, against a
+    double-precision reference."""
     clang = find_clang()
     if clang is None:
         return False, "clang++ not found: apt-get install clang (or set BENCHHUB_CLANGXX)"

@@ -71,6 +71,11 @@ void set_scale(block_iq1_m & b, float d) {  // iq1_m keeps its fp16 scale in the
     std::memcpy(b.scales, sc, 8);
 }
 
+void set_scale(block_q4_K & b, float d) {  // the min scale too: random bytes there could be inf or NaN
+    b.d = half(d);
+    b.dmin = half(d / 2);
+}
+
 template <typename B> struct problem {
     int ne00, ne11;
     std::vector<B> x;
@@ -186,6 +191,8 @@ template <typename B> void run_mv(const std::string & name, int nr0, int nr0_spl
 }  // namespace
 
 int main() {
+    // control: upstream's Q4_K mv-ext kernels take the same float4x4 path the i-quants now take
+    run_mv_ext<block_q4_K>("q4_K", dequantize_q4_K<float4x4>);
     run_mv_ext<block_iq2_xxs>("iq2_xxs", dequantize_iq2_xxs<float4x4>);
     run_mv_ext<block_iq2_xs>("iq2_xs", dequantize_iq2_xs<float4x4>);
     run_mv_ext<block_iq2_s>("iq2_s", dequantize_iq2_s<float4x4>);

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import gguf
 
@@ -20,20 +22,6 @@ def _bad(path: Path, why: str) -> AgentError:
     return AgentError(ExitCode.BAD_MODEL, f"{path} {why}.")
 
 
-def _string_field(reader: gguf.GGUFReader, key: str) -> str | None:
-    field = reader.fields.get(key)
-    if field is None or not field.data:
-        return None
-    return bytes(field.parts[field.data[0]]).decode("utf-8", errors="replace")
-
-
-def _int_field(reader: gguf.GGUFReader, key: str) -> int | None:
-    field = reader.fields.get(key)
-    if field is None or not field.data:
-        return None
-    return int(field.parts[field.data[0]][0])
-
-
 def file_type_name(value: int) -> str:
     """`general.file_type` as llama.cpp names it: 15 -> "Q4_K_M" (gguf calls it MOSTLY_Q4_K_M)."""
     try:
@@ -42,35 +30,96 @@ def file_type_name(value: int) -> str:
         return f"type_{value}"
 
 
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+
+class _Header:
+    """A GGUF header read straight from the file. gguf's GGUFReader builds an object per array element,
+    which takes half a minute for a 262k-token vocabulary; here arrays nobody needs are skipped."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+
+    def unpack(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        data = self.handle.read(size)
+        if len(data) != size:
+            raise ValueError("the header ends early")
+        return struct.unpack(fmt, data)[0]
+
+    def string(self) -> str:
+        length = self.unpack("<Q")
+        if length > 1 << 24:
+            raise ValueError("a string longer than 16 MiB")
+        return self.handle.read(length).decode("utf-8", errors="replace")
+
+    def value(self, kind: int) -> Any:
+        if kind in _SCALARS:
+            return self.unpack(_SCALARS[kind])
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            element, count = self.unpack("<I"), self.unpack("<Q")
+            if element in _SCALARS:
+                self.handle.seek(struct.calcsize(_SCALARS[element]) * count, 1)
+            else:
+                for _ in range(count):
+                    self.value(element)
+            return None
+        raise ValueError(f"unknown value type {kind}")
+
+
 def read_gguf(path: Path) -> dict[str, Any]:
     """Architecture, parameter count, file type and bytes per tensor type; a clear error for a file
     that is missing, is not GGUF, or is cut short (its tensors reach past its end)."""
     if not path.is_file():
         raise _bad(path, "does not exist or is not a file")
-    with path.open("rb") as handle:
+    size = path.stat().st_size
+    with path.open("rb", buffering=1 << 20) as handle:
         if handle.read(4) != GGUF_MAGIC:
             raise _bad(path, "is not a GGUF file (it does not start with the GGUF magic)")
-    size = path.stat().st_size
-    try:
-        reader = gguf.GGUFReader(path)
-    except (ValueError, IndexError, OSError) as error:
-        raise _bad(path, f"is not a readable GGUF file ({error})") from error
-    architecture = _string_field(reader, "general.architecture")
-    if not architecture or not reader.tensors:
+        header = _Header(handle)
+        try:
+            header.unpack("<I")  # version
+            n_tensors, n_kv = header.unpack("<Q"), header.unpack("<Q")
+            fields = {}
+            for _ in range(n_kv):
+                key = header.string()
+                fields[key] = header.value(header.unpack("<I"))
+            tensors = []
+            for _ in range(n_tensors):
+                header.string()
+                dims = [header.unpack("<Q") for _ in range(header.unpack("<I"))]
+                tensors.append((dims, header.unpack("<I"), header.unpack("<Q")))
+            header_end = handle.tell()
+        except (ValueError, struct.error, OSError) as error:
+            raise _bad(path, f"is not a readable GGUF file ({error})") from error
+    architecture = fields.get("general.architecture")
+    if not isinstance(architecture, str) or not tensors:
         raise _bad(path, "has no general.architecture or no tensors")
+    alignment = int(fields.get("general.alignment") or 32)
+    data_start = -(-header_end // alignment) * alignment
     bytes_by_type: dict[str, int] = {}
-    end = 0
-    for tensor in reader.tensors:
-        type_name = gguf.GGMLQuantizationType(tensor.tensor_type).name
-        bytes_by_type[type_name] = bytes_by_type.get(type_name, 0) + int(tensor.n_bytes)
-        end = max(end, int(tensor.data_offset) + int(tensor.n_bytes))
+    n_params = end = 0
+    for dims, type_id, offset in tensors:
+        try:
+            quant = gguf.GGMLQuantizationType(type_id)
+        except ValueError as error:
+            raise _bad(path, f"has a tensor of unknown type {type_id}") from error
+        elements = math.prod(dims)
+        block_size, type_size = gguf.GGML_QUANT_SIZES[quant]
+        n_bytes = elements // block_size * type_size
+        bytes_by_type[quant.name] = bytes_by_type.get(quant.name, 0) + n_bytes
+        n_params += elements
+        end = max(end, data_start + offset + n_bytes)
     if end > size:
         raise _bad(path, f"is truncated: its tensors need {end} bytes, the file has {size}")
-    file_type = _int_field(reader, "general.file_type")
+    file_type = fields.get("general.file_type")
     return {
         "architecture": architecture,
-        "n_params": sum(int(tensor.n_elements) for tensor in reader.tensors),
-        "file_type": file_type_name(file_type) if file_type is not None else "unknown",
+        "n_params": n_params,
+        "file_type": file_type_name(int(file_type)) if file_type is not None else "unknown",
         "tensor_bytes_by_type": dict(sorted(bytes_by_type.items())),
     }
 

@@ -191,7 +191,6 @@ def run(
     write_atomic(done.envelope_path, body)
     if out:
         write_atomic(out, body)
-    queued = outbox.put(dirs, done.payload["nonce"], body)
     summary: dict[str, Any] = {
         "result": str(done.envelope_path),
         "logs": str(done.result_dir / "logs"),
@@ -205,11 +204,13 @@ def run(
     interactive = sys.stdin.isatty() and not as_json
     publish = server and not no_upload and (yes or (interactive and click.confirm(f"Publish to {server}?", True)))
     if publish and server:
+        # Queued before the first attempt: an outage or a crash now loses nothing, `upload` resends it.
+        queued = outbox.put(dirs, done.payload["nonce"], body)
         answer = _send(queued, server, handle, interactive)
         summary.update(uploaded=True, url=answer.get("url"), id=answer.get("id"), status=answer.get("status"))
         click.echo(f"Published ({answer.get('status')}): {answer.get('url')}", err=True)
     else:
-        click.echo(f"Kept locally in the outbox: {queued} (send it later with `benchhub-agent upload`).", err=True)
+        click.echo(f"Kept locally; publish it later with `benchhub-agent upload {done.envelope_path}`.", err=True)
     if as_json:
         click.echo(json.dumps(summary, indent=1))
 

@@ -4,10 +4,10 @@ twice, or after a crash, gives the same cells."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from benchhub.results import stats
@@ -38,8 +38,11 @@ class CellKey:
         return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def keys_of(measurements: Iterable[Measurement]) -> set[CellKey]:
-    return {CellKey(m.campaign_id, m.chip, m.gpu_cores, m.quant, m.variant_name, m.batch_size) for m in measurements}
+KEY_FIELDS = ("campaign_id", "chip", "gpu_cores", "quant", "variant_name", "batch_size")
+
+
+def keys_of(measurements: QuerySet[Measurement]) -> set[CellKey]:
+    return {CellKey(*values) for values in measurements.values_list(*KEY_FIELDS).distinct()}
 
 
 def _lock(key: CellKey) -> None:
@@ -125,10 +128,13 @@ def refresh_all_cells() -> int:
     keys = keys_of(Measurement.objects.all())
     for key in sorted(keys, key=CellKey.sort_key):
         refresh_cell(key)
+    cell_keys = LeaderboardCell.objects.values_list(
+        "pk", "campaign_id", "chip", "gpu_cores", "quant", "variant", "batch_size"
+    )
     stale = [
-        cell.pk
-        for cell in LeaderboardCell.objects.all()
-        if CellKey(cell.campaign_id, cell.chip, cell.gpu_cores, cell.quant, cell.variant, cell.batch_size) not in keys
+        pk
+        for pk, campaign, chip, cores, quant, variant, size in cell_keys
+        if CellKey(campaign, chip, cores, quant, variant, size) not in keys
     ]
     LeaderboardCell.objects.filter(pk__in=stale).delete()
     return len(keys)

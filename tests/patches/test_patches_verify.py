@@ -49,8 +49,8 @@ VEC_ENV = {
 }
 
 
-@pytest.fixture(scope="module")
-def pristine() -> Path:
+def locate_pristine() -> Path:
+    """$BENCHHUB_FIXTURES' pristine tree; missing, it fails the run in CI and skips only on a developer's machine."""
     tree = verify.default_pristine_tree()
     if not (tree / verify.MUL_MV).is_file():
         message = f"pristine llama.cpp tree missing at {tree}: run `make fixtures`"
@@ -58,6 +58,11 @@ def pristine() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return tree
+
+
+@pytest.fixture(scope="module")
+def pristine() -> Path:
+    return locate_pristine()
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +132,15 @@ def test_it_exits_2_and_says_make_fixtures_when_the_tree_is_missing(tmp_path: Pa
     assert proc.returncode == verify.EXIT_NO_TREE
     assert "make fixtures" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_it_fails_rather_than_skips_in_ci_when_the_fixtures_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCHHUB_FIXTURES", str(tmp_path))
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="run `make fixtures`"):
+        locate_pristine()
 
 
 def test_it_names_the_variables_the_campaign_sets() -> None:

@@ -67,7 +67,7 @@ def _selected_variants(plan: campaign.Campaign, prebuilt: dict[str, Path]) -> li
     return [variant for variant in plan.variants if variant.name in prebuilt]
 
 
-def _resolved(variants: list[campaign.Variant], repo: str, options: RunOptions) -> list[campaign.Variant]:
+def resolve_refs(variants: list[campaign.Variant], repo: str, options: RunOptions) -> list[campaign.Variant]:
     """A variant that follows a git ref (a pull request branch) runs at the commit the ref points to now,
     and that commit is what the result reports."""
     resolved = []
@@ -138,7 +138,7 @@ def _binaries(
     return bins, facts
 
 
-def _state_flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def run_state_flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     flags = []
     if "battery" in (before["power_source"], after["power_source"]):
         flags.append("on_battery")
@@ -159,7 +159,7 @@ def run(options: RunOptions, dirs: Dirs, progress: Progress) -> RunResult:
     progress.start("Loading the campaign")
     plan, fallback = campaign.load(options.campaign_slug, options.server, dirs)
     progress.note(f"  {plan.slug}: {'bundled copy (' + fallback + ')' if fallback else 'manifest from the server'}")
-    variants = _resolved(_selected_variants(plan, options.prebuilt), plan.repo, options)
+    variants = resolve_refs(_selected_variants(plan, options.prebuilt), plan.repo, options)
     backend = detect_backend(options.backend)
     settings = _settings(plan, options)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -202,7 +202,7 @@ def run(options: RunOptions, dirs: Dirs, progress: Progress) -> RunResult:
             sweep=settings.as_payload(runs),
             correctness=correctness,
             generation=generation,
-            flags=[*sweep_flags, *checks.flags_of(correctness, generation), *_state_flags(before, after)],
+            flags=[*sweep_flags, *checks.flags_of(correctness, generation), *run_state_flags(before, after)],
         )
     except SchemaViolation as error:
         raise AgentError(

@@ -148,12 +148,12 @@ def test_it_falls_back_to_the_bundled_campaign_when_the_server_is_unreachable() 
 def test_it_needs_git_for_a_variant_that_follows_a_ref(tmp_path: Path) -> None:
     import dataclasses
 
-    from benchhub_agent.pipeline import RunOptions, _resolved
+    from benchhub_agent.pipeline import RunOptions, resolve_refs
 
     following = dataclasses.replace(
         campaign.bundled("mv-ext-iquants").variant("01"), commit="", ref="refs/pull/29869/head"
     )
     options = RunOptions(model_path=tmp_path / "m.gguf", server=None, campaign_slug="x", llama_src=tmp_path)
     with pytest.raises(AgentError, match="needs git") as caught:
-        _resolved([following], "https://github.com/ggml-org/llama.cpp", options)
+        resolve_refs([following], "https://github.com/ggml-org/llama.cpp", options)
     assert caught.value.code == ExitCode.SOURCE

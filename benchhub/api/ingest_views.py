@@ -19,7 +19,9 @@ from benchhub.results import ingest
 ERRORS = {
     400: OpenApiResponse(serializers.ErrorSerializer, "malformed, not canonical, schema violation (see `field`)"),
     401: OpenApiResponse(serializers.ErrorSerializer, "unknown keyid or a signature that does not verify"),
-    409: OpenApiResponse(serializers.ErrorSerializer, "conflict (handle taken, nonce reused)"),
+    409: OpenApiResponse(
+        serializers.ErrorSerializer, "conflict (handle taken, nonce reused, payload replayed under another key)"
+    ),
     413: OpenApiResponse(serializers.ErrorSerializer, "body over the size limit"),
     429: OpenApiResponse(serializers.ErrorSerializer, "throttled per client address or per key"),
 }

@@ -84,7 +84,7 @@ def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], No
         with transaction.atomic():
             submission = _store(verified, payload, payload_sha256, campaign)
     except IntegrityError:
-        # Another request stored this (key, nonce) between our check and our insert.
+        # Another request stored this (key, nonce), or these payload bytes, between our check and our insert.
         previous = _previous(verified.key, payload["nonce"], payload_sha256)
         if previous is None:
             raise
@@ -104,8 +104,13 @@ def _refuse_nul(value: Any, path: str) -> None:
 
 
 def _previous(key: PublicKey, nonce: str, payload_sha256: str) -> IngestResult | None:
+    """The stored answer to a retry; a refusal when the nonce or the payload bytes were used otherwise."""
     stored = Submission.objects.filter(key=key, nonce=nonce).only("id", "status", "payload_sha256").first()
     if stored is None:
+        if Submission.objects.filter(payload_sha256=payload_sha256).exists():
+            raise IngestError(
+                409, "payload_replayed", "These payload bytes were already submitted under another key.", "payload"
+            )
         return None
     if stored.payload_sha256 != payload_sha256:
         raise IngestError(409, "nonce_reused", "This key already used this nonce for a different payload.", "nonce")

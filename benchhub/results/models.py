@@ -93,7 +93,8 @@ class Submission(models.Model):
     machine = models.ForeignKey(Machine, on_delete=models.PROTECT, related_name="submissions")
     model_file = models.ForeignKey(ModelFile, on_delete=models.PROTECT, related_name="submissions")
     nonce = models.CharField(max_length=32)
-    payload_sha256 = models.CharField(max_length=64)
+    # Unique: the same payload bytes signed by a second key are a replay of another contributor's result.
+    payload_sha256 = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(help_text="When the agent assembled the result (its clock).")
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices)

@@ -3,12 +3,14 @@ submission's detail (sweep reps, checks, verification command)."""
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from benchhub_agent.envelope import b64encode
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 
@@ -36,29 +38,35 @@ class Chart:
 
 @dataclass(frozen=True)
 class Slice:
-    """One page of a list, fetched with LIMIT n+1 so that no COUNT runs over a large table."""
+    """Submissions newest first, PAGE_SIZE at a time, paged by a keyset cursor (the last row's
+    received_at and id): no COUNT and no OFFSET, so the 2,000th page costs what the first does."""
 
-    items: list[Any]
-    number: int
-    has_next: bool
-
-    @property
-    def previous(self) -> int | None:
-        return self.number - 1 if self.number > 1 else None
-
-    @property
-    def next(self) -> int | None:
-        return self.number + 1 if self.has_next else None
+    items: list[Submission]
+    is_first: bool
+    next_cursor: str | None
 
 
-def page_of(request: HttpRequest, queryset: QuerySet[Any]) -> Slice:
+def _cursor_filter(cursor: str) -> Q | None:
+    stamp, _, pk = cursor.partition("~")
     try:
-        number = max(1, int(request.GET.get("page", "1")))
+        received_at, key = datetime.fromisoformat(stamp), uuid.UUID(pk)
     except ValueError:
-        number = 1
-    start = (number - 1) * PAGE_SIZE
-    items = list(queryset[start : start + PAGE_SIZE + 1])
-    return Slice(items[:PAGE_SIZE], number, len(items) > PAGE_SIZE)
+        return None
+    if received_at.tzinfo is None:
+        return None
+    # The leading range on received_at alone lets PostgreSQL walk its index from the cursor.
+    return Q(received_at__lte=received_at) & (Q(received_at__lt=received_at) | Q(pk__lt=key))
+
+
+def page_of(request: HttpRequest, queryset: QuerySet[Submission]) -> Slice:
+    cursor = request.GET.get("before", "")
+    condition = _cursor_filter(cursor) if cursor else None
+    if condition is not None:
+        queryset = queryset.filter(condition)
+    items = list(queryset.order_by("-received_at", "-pk")[: PAGE_SIZE + 1])
+    shown = items[:PAGE_SIZE]
+    last = shown[-1] if len(items) > PAGE_SIZE else None
+    return Slice(shown, condition is None, f"{last.received_at.isoformat()}~{last.pk}" if last else None)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from benchhub.results.models import Campaign, LeaderboardCell, Submission
+from benchhub.web import pages
 
 from .helpers import page_text
 
@@ -111,10 +113,30 @@ def test_it_shows_a_contributor_with_keys_and_submissions_case_insensitively(
     assert client.get(reverse("contributor", args=["nobody"])).status_code == 404
 
 
-def test_it_pages_long_submission_lists_without_counting(client: Client, small_site: list[Submission]) -> None:
-    text = page_text(client.get(reverse("contributor", args=["demo-ada"]), {"page": "2"}))
-    assert "No submissions here yet on this page" in text
-    assert page_text(client.get(reverse("contributor", args=["demo-ada"]), {"page": "x"}))
+def test_it_pages_submission_lists_by_cursor_to_the_oldest(
+    client: Client, small_site: list[Submission], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pages, "PAGE_SIZE", 1)
+    url = reverse("contributor", args=["demo-ada"])
+    seen = []
+    query = ""
+    for _ in range(5):
+        text = page_text(client.get(url + query))
+        seen += re.findall(r'<a href="/submissions/([0-9a-f-]{36})/">', text)
+        found = re.search(r'<a href="\?before=([^"]+)">older', text)
+        if not found:
+            break
+        query = "?before=" + found.group(1)
+    expected = Submission.objects.filter(contributor__handle="demo-ada").order_by("-received_at", "-pk")
+    assert seen == [str(s.pk) for s in expected] and len(seen) == 2
+    assert '<a href="?">← newest</a>' in text
+
+
+def test_it_starts_from_the_newest_on_a_malformed_cursor(client: Client, small_site: list[Submission]) -> None:
+    url = reverse("contributor", args=["demo-ada"])
+    for cursor in ("nonsense", "2026-11-29T10:00:00~not-a-uuid", "2026-11-29T10:00:00~" + str(small_site[0].pk)):
+        text = page_text(client.get(url, {"before": cursor}))
+        assert text.count('<a href="/submissions/') == 2
 
 
 def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> None:

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import defaultdict
 from typing import Any
 
 from benchhub_agent import envelope
 
-from benchhub.results.measurements import rebuild_measurements
+from benchhub.results import measurements
 from benchhub.results.models import (
     CorrectnessCheck,
     GenerationCheck,
     Machine,
+    Measurement,
     ModelFile,
     Submission,
     SubmissionVariant,
@@ -62,9 +64,10 @@ def model_file_row(model: dict[str, Any]) -> ModelFile:
 
 
 def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
-    """Variants, sweep runs and rows, checks, then the derived measurements."""
-    variants = {
-        variant["name"]: SubmissionVariant.objects.create(
+    """Variants, sweep runs and rows, checks, then the derived measurements: one INSERT per table,
+    and the measurements derived from the payload in hand rather than read back."""
+    variants = SubmissionVariant.objects.bulk_create(
+        SubmissionVariant(
             submission=submission,
             position=position,
             name=variant["name"],
@@ -73,20 +76,26 @@ def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
             env=variant["env"],
         )
         for position, variant in enumerate(payload["variants"])
-    }
-    for run in payload["sweep"]["runs"]:
-        sweep_run = SweepRun.objects.create(
+    )
+    by_name = {variant.name: variant for variant in variants}
+    runs = payload["sweep"]["runs"]
+    sweep_runs = SweepRun.objects.bulk_create(
+        SweepRun(
             submission=submission,
-            variant=variants[run["variant"]],
+            variant=by_name[run["variant"]],
             rep=run["rep"],
             seq=run["seq"],
             exit_code=run["exit_code"],
         )
-        SweepRow.objects.bulk_create(SweepRow(run=sweep_run, **row) for row in run["rows"])
+        for run in runs
+    )
+    SweepRow.objects.bulk_create(
+        SweepRow(run=sweep_run, **row) for sweep_run, run in zip(sweep_runs, runs, strict=True) for row in run["rows"]
+    )
     CorrectnessCheck.objects.bulk_create(
         CorrectnessCheck(
             submission=submission,
-            variant=variants[check["variant"]],
+            variant=by_name[check["variant"]],
             tool=check["tool"],
             op=check["op"],
             backend=check["backend"],
@@ -100,12 +109,36 @@ def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
     GenerationCheck.objects.bulk_create(
         GenerationCheck(
             submission=submission,
-            variant=variants[check["variant"]],
+            variant=by_name[check["variant"]],
             **{name: value for name, value in check.items() if name != "variant"},
         )
         for check in payload["generation"]
     )
-    rebuild_measurements(submission)
+    Measurement.objects.bulk_create(measurements.derive(submission, _variant_facts(variants, payload), _samples(runs)))
+
+
+def _variant_facts(variants: list[SubmissionVariant], payload: dict[str, Any]) -> list[measurements.VariantFacts]:
+    statuses: dict[str, list[str]] = defaultdict(list)
+    for check in payload["correctness"]:
+        statuses[check["variant"]].append(check["status"])
+    degenerate: dict[str, set[str]] = defaultdict(set)
+    for check in payload["generation"]:
+        if check["degenerate"]:
+            degenerate[check["variant"]].add(check["prompt_id"])
+    return [
+        measurements.VariantFacts(
+            variant, measurements.correctness_status(statuses[variant.name]), frozenset(degenerate[variant.name])
+        )
+        for variant in variants
+    ]
+
+
+def _samples(runs: list[dict[str, Any]]) -> measurements.Samples:
+    samples: measurements.Samples = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        for row in run["rows"]:
+            samples[run["variant"]][row["batch_size"]].append(row["tg_tps"])
+    return samples
 
 
 def stored_payload(submission: Submission) -> dict[str, Any]:

@@ -1,0 +1,212 @@
+"""Issue 6 target 1: signed submissions posted by concurrent clients to gunicorn + PostgreSQL with a
+real Celery worker, beside the floor measured in the same run (verify, canonical check, parse,
+schema, insert with COPY, in one plain process with psycopg)."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from benchhub_agent import envelope, schema
+
+from bench import copyrows, payloads
+from bench.client import post_bodies
+from bench.figures import percentile, report, summary
+from bench.stack import Stack, service_env
+
+
+@dataclass
+class Crowd:
+    signers: list[envelope.Signer]
+    variants: list[payloads.VariantSpec]
+    rng: random.Random
+
+    def bodies(self, count: int) -> list[bytes]:
+        return [
+            payloads.signed_body(payloads.payload(self.rng, self.variants), self.rng.choice(self.signers))
+            for _ in range(count)
+        ]
+
+
+def crowd(size: int, seed: int) -> Crowd:
+    from benchhub.results import campaigns
+    from benchhub.results.models import Campaign
+
+    definition = Campaign.objects.get(slug=payloads.CAMPAIGN).definition
+    hashes = {name: campaigns.patch_file(name).sha256 or "" for name in campaigns.campaign_patch_names(definition)}
+    signers = [payloads.persona(index) for index in range(size)]
+    return Crowd(signers, payloads.campaign_variants(definition, hashes), random.Random(seed))
+
+
+def register_over_http(base: str, signers: list[envelope.Signer]) -> None:
+    import urllib.request
+
+    for index, signer in enumerate(signers):
+        request = urllib.request.Request(
+            f"{base}/api/v1/contributors/",
+            data=payloads.registration_body(signer, f"bench-{index}"),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            if answer.status not in (200, 201):
+                raise RuntimeError(f"registration of bench-{index} answered {answer.status}")
+
+
+@dataclass
+class RoundResult:
+    accepted: int
+    refused: int
+    wall_s: float
+    latencies: list[float]
+    drained_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.accepted / self.wall_s
+
+
+def _unrefreshed() -> int:
+    from benchhub.results.models import Submission
+
+    return Submission.objects.filter(cells_refreshed_at__isnull=True).count()
+
+
+def http_round(port: int, bodies: list[bytes], clients: int) -> RoundResult:
+    shares = [bodies[index::clients] for index in range(clients)]
+    start_at = time.time() + 1.5
+    with multiprocessing.get_context("spawn").Pool(clients) as pool:
+        results = pool.map(post_bodies, [(port, share, start_at) for share in shares])
+    wall = time.time() - start_at
+    flat = [item for result in results for item in result]
+    accepted = sum(status == 201 for _, status in flat)
+    while _unrefreshed():
+        time.sleep(0.2)
+    drained = time.time() - start_at
+    return RoundResult(accepted, len(flat) - accepted, wall, [seconds for seconds, _ in flat], drained)
+
+
+def floor_round(database_url: str, bodies: list[bytes]) -> RoundResult:
+    """Everything the ingest must do, in one process with no framework: the yardstick."""
+    from benchhub.results.models import Campaign
+
+    campaign_id = Campaign.objects.get(slug=payloads.CAMPAIGN).pk
+    latencies = []
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        ids = {
+            table: copyrows.IdBlock(connection, table, 1000)
+            for table in ("results_submissionvariant", "results_sweeprun")
+        }
+        lookups = copyrows.Lookups(campaign_id)
+        started_all = time.perf_counter()
+        for body in bodies:
+            started = time.perf_counter()
+            opened = envelope.open_envelope(envelope.strict_loads(body), envelope.SUBMISSION_TYPE)
+            keyid = opened.keyids[0]
+            with connection.cursor() as cursor:
+                key_id, contributor_id, public_key = cursor.execute(
+                    "SELECT id, contributor_id, public_key FROM accounts_publickey WHERE keyid = %s AND NOT banned",
+                    [keyid],
+                ).fetchone()  # type: ignore[misc]
+            if not envelope.verify_signature(opened, keyid, bytes(public_key)):
+                raise RuntimeError("a bench envelope did not verify")
+            payload = envelope.parse_canonical_payload(opened.payload)
+            schema.validate_submission(payload)
+            with connection.transaction(), connection.cursor() as cursor:
+                refs = (
+                    campaign_id,
+                    copyrows.machine_id(cursor, lookups, payload["machine"]),
+                    copyrows.model_id(cursor, lookups, payload["model"]),
+                )
+                rows = copyrows.rows_of(
+                    payload,
+                    body,
+                    hashlib.sha256(opened.payload).hexdigest(),
+                    key=(key_id, contributor_id),
+                    refs=refs,
+                    ids=ids,
+                    received_at=copyrows.now(),
+                    refreshed=True,
+                )
+                copyrows.copy_rows(cursor, [rows])
+            latencies.append(time.perf_counter() - started)
+        wall = time.perf_counter() - started_all
+    return RoundResult(len(bodies), 0, wall, latencies, wall)
+
+
+def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clients: int, web_workers: int) -> None:
+    bench_crowd = crowd(16, seed=6)
+    logs = Path("bench/results/logs")
+    stack = Stack(service_env(database_url, redis_url), logs, web_workers, worker_concurrency=1)
+    http_rounds: list[RoundResult] = []
+    floors: list[RoundResult] = []
+    stack.start()
+    try:
+        register_over_http(stack.base, bench_crowd.signers)
+        for _ in range(rounds):
+            http_rounds.append(http_round(stack.port, bench_crowd.bodies(per_round), clients))
+            floors.append(floor_round(database_url, bench_crowd.bodies(per_round)))
+    finally:
+        stack.stop()
+    body_kib = statistics.median(len(body) for body in bench_crowd.bodies(20)) / 1024
+    lines = [
+        f"{rounds} rounds of {per_round} signed submissions ({len(bench_crowd.variants)} variants x "
+        f"{len(payloads.BATCH_SIZES)} batch sizes x {payloads.REPS} reps, correctness and generation checks; "
+        f"~{body_kib:.1f} KiB envelopes) from {clients} client processes to gunicorn --workers {web_workers} "
+        "+ PostgreSQL, one Celery worker refreshing cells meanwhile; the clients share the same 2 cores",
+        f"accepted/s (HTTP):      {summary([r.rate for r in http_rounds])}",
+        f"p50 latency ms (HTTP):  {summary([1000 * percentile(r.latencies, 0.5) for r in http_rounds])}",
+        f"p99 latency ms (HTTP):  {summary([1000 * percentile(r.latencies, 0.99) for r in http_rounds])}",
+        f"refused:                {sum(r.refused for r in http_rounds)} of {rounds * per_round}",
+        f"cells current after s:  {summary([r.drained_s for r in http_rounds])} (from the first POST)",
+        f"floor/s (one process):  {summary([r.rate for r in floors])}",
+        f"floor p99 ms:           {summary([1000 * percentile(r.latencies, 0.99) for r in floors])}",
+        "ingest / floor:         "
+        + summary([h.rate / f.rate for h, f in zip(http_rounds, floors, strict=True)])
+        + " (per round, same run)",
+    ]
+    report("ingest (issue 6 target 1)", lines)
+
+
+def profile(count: int) -> None:
+    """Where an API ingest spends its time, in process (no HTTP, no gunicorn): pyinstrument's tree."""
+    from django.test import Client
+    from pyinstrument import Profiler
+
+    bench_crowd = crowd(16, seed=7)
+    client = Client()
+    for index, signer in enumerate(bench_crowd.signers):
+        client.post(
+            "/api/v1/contributors/",
+            payloads.registration_body(signer, f"bench-{index}"),
+            content_type="application/json",
+        )
+    bodies = bench_crowd.bodies(count)
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    started = time.perf_counter()
+    for body in bodies:
+        answer = client.post("/api/v1/submissions/", body, content_type="application/json")
+        if answer.status_code != 201:
+            raise RuntimeError(f"profiled ingest answered {answer.status_code}: {answer.content[:200]!r}")
+    wall = time.perf_counter() - started
+    profiler.stop()
+    report(
+        "ingest profile (pyinstrument, in process, cell refresh queued to the broker)",
+        [f"{count} submissions, {1000 * wall / count:.1f} ms each in process"],
+    )
+    print(profiler.output_text(unicode=False, color=False, show_all=False, timeline=False), flush=True)
+
+
+def campaign_ready() -> Any:
+    from benchhub.results.campaigns import sync_campaigns
+    from benchhub.results.models import Campaign
+
+    sync_campaigns(Campaign)
+    return Campaign.objects.get(slug=payloads.CAMPAIGN)

@@ -1,0 +1,204 @@
+"""Realistic signed submissions: the campaign's 3 variants x 9 batch sizes x 2 interleaved reps,
+with correctness and generation checks, spread over a crowd of chips, quants and contributors.
+
+Deterministic for a given seed, so every run of the suite posts the same kind of bodies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from benchhub_agent import envelope
+
+CAMPAIGN = "mv-ext-iquants"
+REPO = "https://github.com/ggml-org/llama.cpp"
+COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
+REPS = 2
+# (chip, GPU cores, memory GiB): Apple silicon as a crowd would send it.
+CHIPS = tuple(
+    (chip, cores, memory)
+    for chip, options in {
+        "Apple M1": ((7, 8), (8, 16)),
+        "Apple M1 Pro": ((14, 16), (16, 32)),
+        "Apple M1 Max": ((24, 32), (32, 64)),
+        "Apple M2": ((8, 10), (8, 24)),
+        "Apple M2 Pro": ((16, 19), (16, 32)),
+        "Apple M2 Max": ((30, 38), (32, 96)),
+        "Apple M2 Ultra": ((60, 76), (64, 192)),
+        "Apple M3": ((8, 10), (8, 24)),
+        "Apple M3 Pro": ((14, 18), (18, 36)),
+        "Apple M3 Max": ((30, 40), (36, 128)),
+        "Apple M4": ((10,), (16, 32)),
+        "Apple M4 Pro": ((16, 20), (24, 64)),
+        "Apple M4 Max": ((32, 40), (36, 128)),
+        "Apple M5": ((10,), (16, 32)),
+        "Apple M5 Pro": ((16, 20), (24, 64)),
+    }.items()
+    for cores in options[0]
+    for memory in options[1]
+)
+QUANTS = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "Q4_K_M")
+MODELS = (
+    ("Qwen3-1.7B", "qwen3", 1720574976),
+    ("Llama-3.2-3B", "llama", 3212749888),
+    ("gemma-3-4b", "gemma3", 3880263168),
+)
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    patches: list[dict[str, str]]
+    env: dict[str, str]
+
+
+def persona(index: int) -> envelope.Signer:
+    return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-bench-persona:{index}".encode()).digest())
+
+
+def registration_body(signer: envelope.Signer, handle: str) -> bytes:
+    payload = {
+        "schema_version": 1,
+        "handle": handle,
+        "public_key": signer.public_key_b64,
+        "created_at": "2026-11-29T10:00:00Z",
+    }
+    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer]))
+
+
+def campaign_variants(definition: dict[str, Any], patch_sha256: dict[str, str]) -> list[VariantSpec]:
+    return [
+        VariantSpec(
+            variant["name"],
+            [{"name": name, "sha256": patch_sha256[name]} for name in variant["patches"]],
+            dict(variant["env"]),
+        )
+        for variant in definition["variants"]
+    ]
+
+
+def _number(value: float) -> float:
+    """Two decimals and never a whole number, so json.dumps writes it as JCS does (no '160.0')."""
+    rounded = round(value, 2)
+    return rounded + 0.01 if rounded == int(rounded) else rounded
+
+
+def payload(rng: random.Random, variants: list[VariantSpec], *, degenerate_share: float = 0.01) -> dict[str, Any]:
+    chip, gpu_cores, memory_gib = rng.choice(CHIPS)
+    quant = rng.choice(QUANTS)
+    model_name, architecture, n_params = rng.choice(MODELS)
+    base = rng.uniform(40, 220)
+    gain = {variant.name: 1.0 + 0.08 * position + rng.uniform(-0.03, 0.05) for position, variant in enumerate(variants)}
+    runs = []
+    seq = 0
+    for rep in range(1, REPS + 1):
+        order = variants if rep % 2 else list(reversed(variants))
+        for variant in order:
+            seq += 1
+            rows = []
+            for batch_size in BATCH_SIZES:
+                tg = (
+                    base
+                    * (1 + 0.05 * batch_size)
+                    * (gain[variant.name] if batch_size > 1 else 1.0)
+                    * rng.gauss(1, 0.004)
+                )
+                rows.append(
+                    {
+                        "batch_size": batch_size,
+                        "pp_tps": _number(base * 9 * rng.gauss(1, 0.01)),
+                        "tg_tps": _number(tg),
+                        "t_pp_s": _number(128 * batch_size / (base * 9)),
+                        "t_tg_s": _number(64 * batch_size / tg),
+                    }
+                )
+            runs.append({"variant": variant.name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
+    looped = rng.random() < degenerate_share
+    return {
+        "schema_version": 1,
+        "nonce": uuid.UUID(int=rng.getrandbits(128)).hex,
+        "created_at": "2026-11-29T10:00:00Z",
+        "agent": {"name": "benchhub-agent", "version": "1.0.0"},
+        "campaign": CAMPAIGN,
+        "machine": {
+            "os": "macOS",
+            "os_version": "15.7.9",
+            "os_build": "24G231",
+            "arch": "arm64",
+            "chip": chip,
+            "cpu_cores_performance": 10,
+            "cpu_cores_efficiency": 4,
+            "gpu_name": chip,
+            "gpu_cores": gpu_cores,
+            "memory_bytes": memory_gib * 2**30,
+            "backend": "metal",
+            "power_source": "ac",
+            "low_power_mode": False,
+            "thermal": "nominal",
+        },
+        "model": {
+            "file_name": f"{model_name}-{quant}.gguf",
+            "sha256": hashlib.sha256(f"{model_name}/{quant}".encode()).hexdigest(),
+            "size_bytes": n_params // 2,
+            "architecture": architecture,
+            "n_params": n_params,
+            "file_type": quant,
+            "label": f"{model_name} {quant}",
+            "tensor_bytes_by_type": {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8},
+        },
+        "llama_cpp": {
+            "repo": REPO,
+            "build_type": "Release",
+            "cmake_flags": ["-DGGML_METAL=ON"],
+            "compiler": "Apple clang version 17.0.0",
+        },
+        "variants": [
+            {"name": variant.name, "commit": COMMIT, "patches": variant.patches, "env": variant.env}
+            for variant in variants
+        ],
+        "sweep": {
+            "tool": "llama-batched-bench",
+            "npp": 128,
+            "ntg": 64,
+            "n_ctx": 4096,
+            "flash_attn": True,
+            "n_gpu_layers": 99,
+            "batch_sizes": list(BATCH_SIZES),
+            "order": "interleaved",
+            "runs": runs,
+        },
+        "correctness": [
+            {
+                "variant": variant.name,
+                "tool": "test-backend-ops",
+                "op": "MUL_MAT",
+                "backend": "MTL0",
+                "status": "pass",
+                "passed": 63,
+                "failed": 0,
+            }
+            for variant in variants
+        ],
+        "generation": [
+            {
+                "variant": variant.name,
+                "prompt_id": "ocean",
+                "n_tokens": 96,
+                "output_sha256": ("d" if looped and position else "c") * 64,
+                "degenerate": looped and position > 0,
+                "repetition_score": 0.9 if looped and position else 0.05,
+                "identical_to_baseline": not (looped and position),
+            }
+            for position, variant in enumerate(variants)
+        ],
+        "flags": [],
+    }
+
+
+def signed_body(content: dict[str, Any], signer: envelope.Signer) -> bytes:
+    return envelope.envelope_bytes(envelope.sign(content, envelope.SUBMISSION_TYPE, [signer]))

@@ -1,0 +1,93 @@
+"""The production commands (docker-compose.yml's web and worker) as local processes on a bench database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def service_env(database_url: str, redis_url: str) -> dict[str, str]:
+    """DEBUG off as deployed; throttles lifted so the figure measures the work, not the limiter."""
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "DJANGO_SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,testserver",
+        "DJANGO_SECURE_SSL_REDIRECT": "false",
+        "BENCHHUB_THROTTLE_ADDRESS": "100000000/hour",
+        "BENCHHUB_THROTTLE_KEY": "100000000/hour",
+        "CELERY_QUEUE": f"benchhub-bench-{uuid.uuid4().hex[:8]}",
+        "DJANGO_LOG_LEVEL": "WARNING",
+    }
+
+
+class Stack:
+    def __init__(self, env: dict[str, str], logs: Path, web_workers: int, worker_concurrency: int) -> None:
+        self.env, self.logs = env, logs
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.commands = {
+            "web": f"exec gunicorn benchhub.wsgi:application --bind 127.0.0.1:{self.port} --workers {web_workers} "
+            f"--timeout 30 --access-logfile {logs / 'access.log'}",
+            "worker": f"exec celery -A benchhub worker --loglevel WARNING --concurrency {worker_concurrency}",
+        }
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        for name, command in self.commands.items():
+            log = (self.logs / f"{name}.log").open("ab")
+            self.processes[name] = subprocess.Popen(
+                command,
+                shell=True,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/v1/campaigns/", timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"gunicorn did not answer; see {self.logs / 'web.log'}")
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait(timeout=30)
+            except ProcessLookupError:
+                continue
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+        self.processes.clear()
+
+    def worker_pids(self) -> list[int]:
+        """The gunicorn and celery child processes (the ones doing the work), for a profiler."""
+        found = subprocess.run(
+            ["pgrep", "-g", ",".join(str(p.pid) for p in self.processes.values())], capture_output=True, text=True
+        )
+        return [int(pid) for pid in found.stdout.split()]

@@ -40,6 +40,7 @@ class CellRow(NamedTuple):
 
 
 class ReferenceLike(Protocol):
+    baseline_variant: str
     chip: str
     gpu_cores: int | None
     machine_label: str
@@ -332,3 +333,13 @@ def throughput_series(cells: Iterable[CellRow], quant: str, baseline: str) -> li
             baseline_points[cell.batch_size] = Point(cell.batch_size, cell.baseline_tg_tps)
     series = [Series(baseline, tuple(baseline_points.values()))] if baseline_points else []
     return series + [Series(name, tuple(points)) for name, points in sorted(by_variant.items())]
+
+
+def reference_throughput_series(references: Iterable[ReferenceLike], quant: str) -> list[Series]:
+    """Published t/s of one quant as dotted lines: each table's baseline and its variant."""
+    points: dict[str, list[Point]] = defaultdict(list)
+    for ref in references:
+        if ref.quant == quant:
+            points[f"{ref.machine_label}: {ref.baseline_variant}"].append(Point(ref.batch_size, ref.baseline_tg_tps))
+            points[f"{ref.machine_label}: {ref.variant}"].append(Point(ref.batch_size, ref.tg_tps))
+    return [Series(label, tuple(line), reference=True) for label, line in sorted(points.items())]

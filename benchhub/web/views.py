@@ -21,6 +21,7 @@ from benchhub.web.leaderboard import (
     chip_label,
     chip_slug,
     coverage,
+    reference_throughput_series,
     speedup_series,
     throughput_series,
 )
@@ -164,7 +165,8 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
                 f"tps-{campaign.slug}-{group.quant}".lower(),
                 f"{group.quant}: decode throughput per variant",
                 charts.throughput_figure(
-                    throughput_series(cells, group.quant, campaign.baseline),
+                    throughput_series(cells, group.quant, campaign.baseline)
+                    + reference_throughput_series(references, group.quant),
                     f"{group.quant}: decode t/s by batch size",
                 ),
             )

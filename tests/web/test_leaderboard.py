@@ -56,6 +56,7 @@ class Ref:
     tg_tps: float
     source: str = "PR"
     source_url: str = ""
+    baseline_variant: str = "upstream"
 
 
 def m5(variant: str, batch_size: int, base: float, value: float, **extra: Any) -> CellRow:
@@ -166,3 +167,16 @@ def test_it_charts_throughput_per_variant_with_the_baseline_from_its_own_cells()
         for s in leaderboard.throughput_series(cells, "IQ2_XXS", "upstream")
     }
     assert series == {"upstream": [(1, 120), (8, 130)], "01": [(1, 121), (8, 230)]}
+
+
+def test_it_charts_published_throughput_as_dotted_baseline_and_variant_lines() -> None:
+    refs = [
+        Ref("Apple M1", None, "M1 16GB", "Qwen3", "IQ2_XXS", "01", 8, 73.6, 94.2),
+        Ref("Apple M1", None, "M1 16GB", "Qwen3", "IQ2_XXS", "01", 4, 71.5, 90.3),
+        Ref("Apple M1", None, "M1 16GB", "Qwen3", "IQ3_XXS", "01", 4, 60.0, 70.0),
+    ]
+    series = leaderboard.reference_throughput_series(refs, "IQ2_XXS")
+    assert [(s.name, s.reference, [(p.batch_size, p.value) for p in s.sorted_points()]) for s in series] == [
+        ("M1 16GB: 01", True, [(4, 90.3), (8, 94.2)]),
+        ("M1 16GB: upstream", True, [(4, 71.5), (8, 73.6)]),
+    ]

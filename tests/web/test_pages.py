@@ -92,6 +92,7 @@ def test_it_shows_a_chip_with_its_charts_tables_and_submissions(
     assert "IQ2_XXS: decode t/s by batch size" in text
     assert "IQ3_XXS" in text
     assert "71.5→90.3 (+26%)" in text  # the published M1 row shows on the chip page too
+    assert "M1 16GB (MacBook Air): upstream (published, not signed)" in text  # and on its chart, dotted
     for submission in small_site:
         if submission.machine.chip == "Apple M1":
             assert reverse("submission", args=[submission.pk]) in text

@@ -7,6 +7,7 @@ field at fault as a dotted path (`sweep.runs[2].rows[0].tg_tps`).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import jsonschema
@@ -234,13 +235,23 @@ def _raise_first(schema: dict[str, Any], obj: Any) -> None:
     raise SchemaViolation(_path(path), error.message[:300])
 
 
+def _refuse_impossible_time(text: str) -> None:
+    """The pattern admits 2026-13-40T99:99:99Z; the calendar does not."""
+    try:
+        datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        raise SchemaViolation("created_at", "not a real date and time") from None
+
+
 def validate_registration(obj: Any) -> None:
     _raise_first(REGISTRATION_SCHEMA, obj)
+    _refuse_impossible_time(obj["created_at"])
 
 
 def validate_submission(obj: Any) -> None:
     """Schema v1 plus the cross-references a schema cannot express."""
     _raise_first(SUBMISSION_SCHEMA, obj)
+    _refuse_impossible_time(obj["created_at"])
     names = [variant["name"] for variant in obj["variants"]]
     for index, name in enumerate(names):
         if name in names[:index]:

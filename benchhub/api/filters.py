@@ -35,11 +35,19 @@ def parameters(*names: str) -> list[OpenApiParameter]:
     ]
 
 
+def text(params: Mapping[str, str], name: str) -> str | None:
+    """A query parameter PostgreSQL can compare: its text cannot hold NUL (without this, a 500)."""
+    raw = params.get(name)
+    if raw is not None and "\x00" in raw:
+        raise ApiError(400, "invalid_filter", f"{name} must not contain NUL characters.", name)
+    return raw
+
+
 def apply(queryset: QuerySet[M], params: Mapping[str, str], lookups: Mapping[str, str]) -> QuerySet[M]:
     """`lookups` maps a query parameter to the ORM lookup it filters on."""
     conditions: dict[str, Any] = {}
     for name, lookup in lookups.items():
-        raw = params.get(name)
+        raw = text(params, name)
         if raw is None or raw == "":
             continue
         value: Any = raw

@@ -132,7 +132,7 @@ class LeaderboardView(APIView):
         ],
     )
     def get(self, request: Request) -> Response:
-        slug = request.query_params.get("campaign")
+        slug = filters.text(request.query_params, "campaign")
         if not slug:
             raise ApiError(400, "missing_parameter", "The campaign parameter is required.", "campaign")
         campaign = get_object_or_404(Campaign, slug=slug)

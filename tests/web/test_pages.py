@@ -101,7 +101,11 @@ def test_it_shows_a_chip_with_its_charts_tables_and_submissions(
 
 
 def test_it_answers_404_for_a_chip_nobody_measured(client: Client, small_site: list[Submission]) -> None:
-    assert client.get(reverse("chip", args=["apple-m9-ultra-99c"])).status_code == 404
+    response = client.get(reverse("chip", args=["apple-m9-ultra-99c"]))
+    assert response.status_code == 404
+    text = response.content.decode()
+    assert "No results for this chip yet." in text
+    assert 'href="/about/#contribute"' in text
 
 
 def test_it_shows_a_contributor_with_keys_and_submissions_case_insensitively(

@@ -94,7 +94,7 @@ def _submission_comparison(left: Submission, right: Submission) -> tuple[list[Ch
 @require_safe
 def compare(request: HttpRequest) -> HttpResponse:
     choices = campaign_choices()
-    chips = chips_by_slug()
+    chips = chips_by_slug(with_published=False)  # the comparison reads crowd cells only
     a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
     context: dict[str, object] = {
         "page": Page("Compare"),

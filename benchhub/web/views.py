@@ -141,9 +141,12 @@ class ChipSection:
     charts: list[Chart]
 
 
-def chips_by_slug() -> dict[str, tuple[str, int | None]]:
+def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | None]]:
+    """Chips with a page: crowd cells' chips, plus (for chip pages) those known only from
+    published rows."""
     known = set(LeaderboardCell.objects.values_list("chip", "gpu_cores").distinct())
-    known |= set(ReferenceRow.objects.values_list("chip", "gpu_cores").distinct())
+    if with_published:
+        known |= set(ReferenceRow.objects.values_list("chip", "gpu_cores").distinct())
     return {chip_slug(chip, cores): (chip, cores) for chip, cores in known}
 
 

@@ -187,6 +187,13 @@ def test_it_compares_two_submissions_side_by_side(client: Client, small_site: li
     assert "excluded" in text  # the right one's 01+02 failed its correctness check
 
 
+def test_it_offers_only_crowd_measured_chips_for_comparison(client: Client, small_site: list[Submission]) -> None:
+    text = page_text(client.get(reverse("compare")))
+    assert '<option value="apple-m1-8c"' in text
+    assert '<option value="apple-m3-ultra-60c"' not in text  # published rows only: nothing to compare
+    assert page_text(client.get(reverse("chip", args=["apple-m3-ultra-60c"])))  # yet it has a page
+
+
 def test_it_says_what_to_pick_when_compare_gets_nonsense(client: Client, small_site: list[Submission]) -> None:
     response = client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "not-a-thing"})
     assert response.status_code == 400

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from benchhub.web.models import ReferenceRow
+
+
+@admin.register(ReferenceRow)
+class ReferenceRowAdmin(admin.ModelAdmin):
+    list_display = (
+        "campaign_slug",
+        "machine_label",
+        "model_label",
+        "variant",
+        "batch_size",
+        "baseline_tg_tps",
+        "tg_tps",
+    )
+    list_filter = ("campaign_slug", "chip", "quant")
+    search_fields = ("machine_label", "model_label", "source")

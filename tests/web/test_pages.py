@@ -109,9 +109,10 @@ def test_it_answers_404_for_a_chip_nobody_measured(client: Client, small_site: l
 
 
 def test_it_shows_a_contributor_with_keys_and_submissions_case_insensitively(
-    client: Client, small_site: list[Submission]
+    client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    text = page_text(client.get(reverse("contributor", args=["DEMO-ADA"])))
+    with django_assert_max_num_queries(4):
+        text = page_text(client.get(reverse("contributor", args=["DEMO-ADA"])))
     assert "demo contributor" in text
     assert small_site[0].key.keyid in text
     assert text.count('<a href="/submissions/') == 2
@@ -153,8 +154,11 @@ def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> Non
     assert f'href="{reverse("measurements-csv")}"' in text
 
 
-def test_it_compares_two_chips_side_by_side(client: Client, small_site: list[Submission]) -> None:
-    text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c"}))
+def test_it_compares_two_chips_side_by_side(
+    client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
+) -> None:
+    with django_assert_max_num_queries(5):
+        text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c"}))
     assert "Apple M1 (8-core GPU) vs Apple M5 Pro (20-core GPU)" in text
     assert '<script id="compare-0" type="application/json">' in text
     assert "IQ2_XXS BS8" in text

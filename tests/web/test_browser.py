@@ -98,5 +98,7 @@ def test_it_draws_every_page_in_headless_chromium(
     visit(browser, base + reverse("submission", args=[quick_start_site.pk]), PHONE, "submission-phone", plots=2)
     compare = f"{reverse('compare')}?a=apple-m1-8c&b=apple-m5-pro-20c"
     visit(browser, base + compare, DESKTOP, "compare-desktop", plots=3)
+    visit(browser, base + compare, PHONE, "compare-phone", plots=3)
+    visit(browser, base + reverse("contributor", args=["demo-ada"]), PHONE, "contributor-phone", plots=0)
     visit(browser, base + "/?campaign=few-row-mma", PHONE, "few-row-mma-phone", plots=1)
     visit(browser, base + reverse("about"), PHONE, "about-phone", plots=0)

@@ -153,6 +153,8 @@ def test_it_builds_measures_signs_and_publishes_a_real_run(agent_home: Path, liv
         "e2e-ci",
         "--yes",
         "--json",
+        "--out",
+        str(tmp_path / "copy.json"),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     summary = json.loads(done.stdout)

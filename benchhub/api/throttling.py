@@ -3,12 +3,18 @@
 The client address is REMOTE_ADDR unless BENCHHUB_TRUSTED_PROXY_COUNT proxies stand in front of
 the service; then it is the address the outermost trusted proxy appended to X-Forwarded-For,
 counted from the right, so entries a client forges on the left are never read. Counters live in
-Django's cache (Redis when REDIS_URL is set), shared by every worker process.
+Django's cache (Redis when REDIS_URL is set), shared by every worker process; while it cannot be
+reached they live in each process's memory.
 """
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.conf import settings
+from django.core.cache import cache as shared_cache
+from django.core.cache.backends.locmem import LocMemCache
 from django.http import HttpRequest
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
@@ -27,8 +33,36 @@ def client_address(request: HttpRequest) -> str:
     return hops[-proxies]
 
 
+logger = logging.getLogger(__name__)
+
+
+class OutageTolerantCache:
+    """The shared cache, or this process's own while the shared one cannot be reached.
+
+    Ingest must not depend on Redis (it is only the broker and the counters): during an outage the
+    limits still hold, per process instead of across all of them, and nothing answers 500.
+    """
+
+    def __init__(self) -> None:
+        self.local = LocMemCache("benchhub-throttle-fallback", {})
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(shared_cache, method)(*args)
+        except Exception as error:  # the backend's connection errors vary (redis, socket, timeout)
+            logger.warning("throttle counters fall back to this process: shared cache failed (%r)", error)
+            return getattr(self.local, method)(*args)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._call("get", key, default)
+
+    def set(self, key: str, value: Any, timeout: float | None = None) -> None:
+        self._call("set", key, value, timeout)
+
+
 class AddressThrottle(SimpleRateThrottle):
     scope = "address"
+    cache = OutageTolerantCache()  # type: ignore[assignment]
 
     def get_rate(self) -> str:
         return str(settings.BENCHHUB_THROTTLE_ADDRESS)
@@ -42,6 +76,7 @@ class KeyThrottle(SimpleRateThrottle):
     victim key's allowance."""
 
     scope = "key"
+    cache = AddressThrottle.cache  # type: ignore[assignment]
 
     def get_rate(self) -> str:
         return str(settings.BENCHHUB_THROTTLE_KEY)

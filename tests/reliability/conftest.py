@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.reliability.faults import OwnRedis, Stack
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,3 +32,29 @@ def roomy_throttles(settings: Any) -> None:
     """Attack volumes far above the production rates; the throttles have their own tests."""
     settings.BENCHHUB_THROTTLE_ADDRESS = "1000000/hour"
     settings.BENCHHUB_THROTTLE_KEY = "1000000/hour"
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    server = OwnRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.process is not None:
+            server.kill()
+
+
+@pytest.fixture
+def fault_stack(campaign: Any, patches_dir: Path, tmp_path: Path, own_redis: OwnRedis) -> Iterator[Stack]:
+    stack = Stack(tmp_path, patches_dir)
+    stack.env["REDIS_URL"] = own_redis.url
+    # A deliberately broken setting, to show a fault test can fail (docs/reliability.md):
+    # BENCHHUB_FAULT_OVERRIDES="CELERY_TASK_ACKS_LATE=false,BENCHHUB_SWEEPER_INTERVAL_SECONDS=100000".
+    for item in filter(None, os.environ.get("BENCHHUB_FAULT_OVERRIDES", "").split(",")):
+        name, _, value = item.partition("=")
+        stack.env[name.strip()] = value.strip()
+    try:
+        yield stack
+    finally:
+        stack.stop_all()

@@ -1,0 +1,171 @@
+"""What the slow fault tests share: the compose commands as native processes (from
+tests/server/test_processes.py) pointed at a Redis of their own, a steady stream of signed posts,
+and the check that the served cells equal a recomputation from scratch."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from benchhub.results import cells
+from benchhub.results.models import LeaderboardCell, Submission
+from tests.conftest import build_payload, persona, registration_envelope, submission_envelope
+from tests.server.test_processes import Stack, free_port, start_web, wait_for
+
+SIGNERS = ("ada", "bob", "cole", "dina")
+SIZES = (1, 2, 4, 8)
+
+
+class OwnRedis:
+    """A throwaway redis-server on its own port: the machine's Redis is shared and never stopped."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.port = free_port()
+        self.dir = tmp_path / "redis"
+        self.dir.mkdir()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        server = shutil.which("redis-server")
+        assert server, "redis-server is not installed"
+        self.process = subprocess.Popen(
+            [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            cwd=self.dir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(self.answers, 20, "redis-server to answer")
+
+    def answers(self) -> bool:
+        try:
+            import redis
+
+            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
+        except Exception:
+            return False
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
+        self.process = None
+
+
+class RestartPolicy:
+    """docker-compose's `restart: unless-stopped` for the native processes: a service that exits on
+    its own is started again, and each restart is counted (a finding, never hidden)."""
+
+    def __init__(self, stack: Stack, services: tuple[str, ...]) -> None:
+        self.stack = stack
+        self.services = services
+        self.restarts: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            for service in self.services:
+                process = self.stack.processes.get(service)
+                if process is not None and process.poll() is not None:
+                    self.restarts.append(f"{service} exited with {process.returncode}")
+                    self.stack.start(service)
+
+    def __enter__(self) -> RestartPolicy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def register_signers(stack: Stack) -> None:
+    for handle in SIGNERS:
+        answer = stack.post("/api/v1/contributors/", registration_envelope(persona(handle), handle))
+        assert answer.status_code == 201, answer.text
+
+
+def numbered_envelope(number: int) -> bytes:
+    """Distinct numbers per submission, so a lost or doubled one changes the medians."""
+    tg = {
+        name: {size: [100.0 + number + shift, 101.0 + number + shift] for size in SIZES}
+        for name, shift in (("upstream", 0), ("01", 40))
+    }
+    return submission_envelope(build_payload(tg=tg), persona(SIGNERS[number % len(SIGNERS)]))
+
+
+@dataclass
+class PostStream:
+    """Posts signed submissions one after another from a thread until stopped."""
+
+    stack: Stack
+    interval_s: float = 0.1
+    answers: list[tuple[float, int, str]] = field(default_factory=list)  # (time, status, submission id or text)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        number = 0
+        while not self._stop.is_set():
+            body = numbered_envelope(number)
+            number += 1
+            started = time.monotonic()
+            try:
+                answer = self.stack.post("/api/v1/submissions/", body)
+                detail = answer.json().get("id", "") if answer.status_code < 300 else answer.text[:200]
+                self.answers.append((started, answer.status_code, detail))
+            except requests.RequestException as error:
+                self.answers.append((started, 0, repr(error)))
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> PostStream:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    def refused(self) -> list[tuple[float, int, str]]:
+        return [answer for answer in self.answers if not 200 <= answer[1] < 300]
+
+    def acknowledged_ids(self) -> set[str]:
+        return {detail for _, status, detail in self.answers if 200 <= status < 300}
+
+
+def refreshed_count() -> int:
+    return Submission.objects.filter(cells_refreshed_at__isnull=False).count()
+
+
+def served_cells() -> dict[tuple[str, str, str, int], tuple[Any, ...]]:
+    return {
+        (c.chip, c.quant, c.variant, c.batch_size): (c.speedup, c.tg_tps, c.n_submissions, c.n_contributors)
+        for c in LeaderboardCell.objects.all()
+    }
+
+
+def assert_cells_match_a_recomputation(expected_submissions: int) -> None:
+    served = served_cells()
+    assert served, "no cells were served"
+    assert {value[2] for value in served.values()} == {expected_submissions}
+    cells.refresh_all_cells()
+    assert served == served_cells()
+
+
+__all__ = ["Stack", "start_web", "wait_for"]

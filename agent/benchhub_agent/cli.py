@@ -7,6 +7,7 @@ import binascii
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -35,11 +36,20 @@ def handled(command: F) -> F:
         except AgentError as error:
             click.echo(f"benchhub-agent: {error.message}", err=True)
             sys.exit(int(error.code))
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, click.exceptions.Abort):
             click.echo("\nbenchhub-agent: interrupted; nothing half-written was kept.", err=True)
             sys.exit(int(ExitCode.INTERRUPTED))
         except OSError as error:
             click.echo(f"benchhub-agent: {error.strerror or error} ({error.filename or 'no file'}).", err=True)
+            sys.exit(int(ExitCode.FAILURE))
+        except Exception as error:  # a bug: one sentence here, the traceback in a file for the report
+            crash_log = home().data / "crash.log"
+            crash_log.parent.mkdir(parents=True, exist_ok=True)
+            with crash_log.open("a") as handle:
+                traceback.print_exc(file=handle)
+            click.echo(
+                f"benchhub-agent: unexpected {type(error).__name__}: {error} (details in {crash_log}).", err=True
+            )
             sys.exit(int(ExitCode.FAILURE))
 
     return wrapper  # type: ignore[return-value]

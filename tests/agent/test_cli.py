@@ -110,3 +110,16 @@ def test_it_lists_what_a_run_needs_with_a_fix_for_each_missing_piece() -> None:
     for line in answer.output.splitlines():
         if line.startswith("[FIX]"):
             assert "fix:" in answer.output
+
+
+def test_it_turns_a_bug_into_one_sentence_and_a_crash_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchhub_agent import cli
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli.doctor, "checks", broken)
+    answer = CliRunner().invoke(main, ["doctor"])
+    assert answer.exit_code == ExitCode.FAILURE
+    assert "unexpected RuntimeError: boom" in answer.output and "Traceback" not in answer.output
+    assert "RuntimeError: boom" in (home().data / "crash.log").read_text()

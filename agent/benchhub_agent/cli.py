@@ -268,6 +268,7 @@ def doctor_command(backend: str) -> None:
 
 @main.group(epilog=EPILOG, invoke_without_command=True)
 @click.pass_context
+@handled
 def key(ctx: click.Context) -> None:
     """Show this machine's key (created on first use); register it or link it to your handle."""
     if ctx.invoked_subcommand is None:
@@ -331,6 +332,7 @@ def verify(file: Path, public_key: str | None) -> None:
 
 
 @main.command("dirs", epilog=EPILOG)
+@handled
 def dirs_command() -> None:
     """Where the agent keeps its files (set BENCHHUB_HOME to move them all)."""
     for name, path in home().as_dict().items():

@@ -4,6 +4,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def test_it_exits_130_on_ctrl_c_ending_its_tool_and_leaving_nothing_half_written
 ) -> None:
     pid_file = tmp_path / "tool.pid"
     tools = stand_in_tools(tmp_path / "bin", pid_file)
-    agent = shutil.which("benchhub-agent")
+    agent = shutil.which("benchhub-agent", path=str(Path(sys.executable).parent))
     assert agent
     process = subprocess.Popen(
         [

@@ -13,6 +13,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ def quantized_model(pristine: Path) -> Path:
 
 
 def run_agent(*args: str) -> subprocess.CompletedProcess[str]:
-    agent = shutil.which("benchhub-agent")
+    agent = shutil.which("benchhub-agent", path=str(Path(sys.executable).parent))
     assert agent, "the benchhub-agent console script is not installed"
     return subprocess.run(
         [agent, *args],

@@ -1,4 +1,14 @@
-"""`python -m bench <what>`: prints each figure with its conditions. See docs/performance.md."""
+"""`python -m bench <what>`: prints each figure with its conditions. See docs/performance.md.
+
+ingest    4 clients -> gunicorn + PostgreSQL + Celery worker, beside the floor (target 1)
+profile   where an in-process ingest spends its time (pyinstrument)
+state     grow the database to --size submissions with COPY
+refresh   cell refresh per submission (target 2)
+reads     read latencies, EXPLAIN and CSV memory (target 3)
+storage   bytes per submission (target 5)
+rebuild   manage.py rebuild_cells from the raw envelopes (target 4)
+all       ingest + profile on a small state, then state/ingest/refresh/reads/storage at --size
+"""
 
 from __future__ import annotations
 
@@ -7,8 +17,9 @@ import os
 import subprocess
 import sys
 
-DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/bh_perf"
+HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/5"
+VERBS = ("ingest", "profile", "state", "refresh", "reads", "storage", "rebuild", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -23,20 +34,11 @@ def ensure_database(url: str) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], check=True, env=environment)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("what", choices=["ingest", "profile", "all"])
-    parser.add_argument("--database", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE))
-    parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS_URL", DEFAULT_REDIS))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--per-round", type=int, default=400)
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--web-workers", type=int, default=3)
-    options = parser.parse_args()
-
-    ensure_database(options.database)
-    os.environ["DATABASE_URL"] = options.database
-    os.environ["REDIS_URL"] = options.redis
+def _setup(database: str, redis: str) -> None:
+    ensure_database(database)
+    os.environ["DATABASE_URL"] = database
+    os.environ["REDIS_URL"] = redis
+    os.environ["CELERY_QUEUE"] = "benchhub-bench-in-process"  # never a queue a real worker consumes
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchhub.settings")
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-in-process-only")  # DEBUG off: no query log growing
     os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "false")
@@ -49,17 +51,59 @@ def main() -> None:
     from bench import ingest
 
     ingest.campaign_ready()
-    if options.what in ("ingest", "all"):
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("what", choices=VERBS)
+    parser.add_argument("--database", default=os.environ.get("BENCH_DATABASE_URL", f"{HOST}/bh_perf"))
+    parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS_URL", DEFAULT_REDIS))
+    parser.add_argument("--size", type=int, default=100_000, help="stored submissions for state (and all)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-round", type=int, default=300)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--web-workers", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=30, help="requests per read endpoint")
+    options = parser.parse_args()
+
+    from bench import ingest, reads, refresh, state, storage
+
+    def ingest_run(database: str) -> None:
         ingest.run(
-            options.database,
+            database,
             options.redis,
             rounds=options.rounds,
             per_round=options.per_round,
             clients=options.clients,
             web_workers=options.web_workers,
         )
-    if options.what in ("profile", "all"):
+
+    if options.what == "all":
+        small, large = f"{HOST}/bh_perf_1k", f"{HOST}/bh_perf_{options.size // 1000}k"
+        _setup(small, options.redis)
+        state.grow(small, 1000)
+        ingest_run(small)
+        refresh.run(50)
         ingest.profile(200)
+        _setup(large, options.redis)
+        state.grow(large, options.size)
+        ingest_run(large)
+        refresh.run(50)
+        reads.run(options.repeats, explain=True)
+        storage.run(large)
+        return
+    _setup(options.database, options.redis)
+    {
+        "ingest": lambda: ingest_run(options.database),
+        "profile": lambda: ingest.profile(200),
+        "state": lambda: state.grow(options.database, options.size),
+        "refresh": lambda: refresh.run(50),
+        "reads": lambda: reads.run(options.repeats, explain=True),
+        "storage": lambda: storage.run(options.database),
+        "rebuild": lambda: refresh.rebuild(options.database),
+    }[options.what]()
 
 
 if __name__ == "__main__":

@@ -45,6 +45,13 @@ TABLES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
+ID_TABLES = ("results_submissionvariant", "results_sweeprun")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 class IdBlock:
     """Identity values reserved in blocks, so COPY can write parents and children in one pass."""
 

@@ -121,7 +121,7 @@ def payload(rng: random.Random, variants: list[VariantSpec], *, degenerate_share
     looped = rng.random() < degenerate_share
     return {
         "schema_version": 1,
-        "nonce": uuid.UUID(int=rng.getrandbits(128)).hex,
+        "nonce": uuid.uuid4().hex,  # fresh on every run, so a rerun on the same database is never a retry
         "created_at": "2026-11-29T10:00:00Z",
         "agent": {"name": "benchhub-agent", "version": "1.0.0"},
         "campaign": CAMPAIGN,
@@ -141,16 +141,7 @@ def payload(rng: random.Random, variants: list[VariantSpec], *, degenerate_share
             "low_power_mode": False,
             "thermal": "nominal",
         },
-        "model": {
-            "file_name": f"{model_name}-{quant}.gguf",
-            "sha256": hashlib.sha256(f"{model_name}/{quant}".encode()).hexdigest(),
-            "size_bytes": n_params // 2,
-            "architecture": architecture,
-            "n_params": n_params,
-            "file_type": quant,
-            "label": f"{model_name} {quant}",
-            "tensor_bytes_by_type": {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8},
-        },
+        "model": model_facts(model_name, architecture, n_params, quant),
         "llama_cpp": {
             "repo": REPO,
             "build_type": "Release",
@@ -197,6 +188,19 @@ def payload(rng: random.Random, variants: list[VariantSpec], *, degenerate_share
             for position, variant in enumerate(variants)
         ],
         "flags": [],
+    }
+
+
+def model_facts(model_name: str, architecture: str, n_params: int, quant: str) -> dict[str, Any]:
+    return {
+        "file_name": f"{model_name}-{quant}.gguf",
+        "sha256": hashlib.sha256(f"{model_name}/{quant}".encode()).hexdigest(),
+        "size_bytes": n_params // 2,
+        "architecture": architecture,
+        "n_params": n_params,
+        "file_type": quant,
+        "label": f"{model_name} {quant}",
+        "tensor_bytes_by_type": {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8},
     }
 
 

@@ -1,14 +1,14 @@
 """CMake builds of llama.cpp per variant and backend, cached and shared.
 
-One build directory per (source commit, backend, flags, compiler) serves every variant: variants differ
-by a few patched files, so after the first only those recompile. The binaries of each variant are then
-copied into a cache keyed by everything that shapes them, so a second run with the same inputs builds
-nothing. Static linking (BUILD_SHARED_LIBS=OFF) makes each copied binary self-contained.
+One build directory per (backend, flags, compiler) serves every variant, whatever its commit: variants
+differ by a few patched files or by what their commits change, so after the first only those
+recompile. The binaries of each variant are then copied into a cache keyed by everything that shapes
+them (its commit and patches included), so a second run with the same inputs builds nothing. Static
+linking (BUILD_SHARED_LIBS=OFF) makes each copied binary self-contained.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -16,15 +16,14 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .campaign import Variant
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
-from .source import WorkTree
+from .source import WorkTree, locked
 from .tools import parse_version
 
 TOOLS = ("llama-batched-bench", "test-backend-ops", "llama-completion")
@@ -81,18 +80,6 @@ def binary_key(variant: Variant, config: BuildConfig, compiler: str, targets: Se
     return _digest(variant.commit, patches, config.backend, config.flags, compiler, sorted(targets))[:24]
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One build per tree at a time: two agents sharing a cache must not patch the same tree at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _stream(args: list[str], log: Path, on_line: Callable[[str], None]) -> int:
     with log.open("a") as out:
         out.write(f"$ {' '.join(args)}\n")
@@ -132,9 +119,8 @@ def build_variants(
         if all((bin_dir / target).is_file() for target in targets):
             built.append(Built(variant.name, bin_dir, cached=True))
             continue
-        tree_key = _digest(variant.commit, str(pristine.resolve()), config.backend, config.flags, compiler)[:16]
-        root = dirs.builds / f"{variant.commit[:12]}-{config.backend}-{tree_key}"
-        with _locked(root.with_suffix(".lock")):
+        root = dirs.builds / f"{config.backend}-{_digest(config.backend, config.flags, compiler)[:16]}"
+        with locked(root.with_suffix(".lock")):
             _build_one(variant, WorkTree(pristine, root / "src"), root / "build", config, targets, log_dir, report)
             partial = bin_dir.with_name(bin_dir.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)

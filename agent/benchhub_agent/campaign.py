@@ -81,7 +81,9 @@ def bundled(slug: str) -> Campaign:
             if not patch_path.is_file():
                 raise AgentError(ExitCode.CAMPAIGN, f"The bundled patch {name} of campaign {slug} is missing.")
             patches.append(Patch(name, _sha256(patch_path.read_bytes()), patch_path))
-        variants.append(Variant(entry["name"], entry["commit"], tuple(patches), dict(entry["env"]), entry.get("ref")))
+        variants.append(
+            Variant(entry["name"], entry["commit"] or "", tuple(patches), dict(entry["env"]), entry.get("ref"))
+        )
     return Campaign(
         definition["slug"],
         definition["repo"],

@@ -16,7 +16,7 @@ from . import build, campaign, checks, machine, model, result, source, sweep
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
 from .progress import Progress
-from .schema import SchemaViolation
+from .schema import SWEEP_EXTRA_ARGS, SchemaViolation
 from .tools import parse_version
 
 
@@ -86,6 +86,14 @@ def resolve_refs(variants: list[campaign.Variant], repo: str, options: RunOption
 def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettings:
     defaults = plan.sweep
     reps = options.reps or int(defaults.get("reps", 2))
+    extra_args = tuple(str(arg) for arg in defaults.get("extra_args") or ())
+    unknown = [arg for arg in extra_args if arg not in SWEEP_EXTRA_ARGS]
+    if unknown:
+        raise AgentError(
+            ExitCode.CAMPAIGN,
+            f"Campaign {plan.slug} asks llama-batched-bench for {unknown[0]}, which this agent does not pass: "
+            "update benchhub-agent.",
+        )
     return sweep.SweepSettings(
         npp=options.npp or int(defaults["npp"]),
         ntg=options.ntg or int(defaults["ntg"]),
@@ -94,6 +102,8 @@ def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettin
         max_reps=max(reps, options.max_reps or 2 * reps),
         flash_attn=bool(defaults.get("flash_attn", True)),
         n_gpu_layers=int(defaults.get("n_gpu_layers", 99)),
+        extra_args=extra_args,
+        pinned_n_ctx=int(defaults["n_ctx"]) if defaults.get("n_ctx") else None,
     )
 
 
@@ -117,8 +127,14 @@ def _binaries(
         compiler = parse_version(done.stderr + done.stdout)[1] or "unknown"
         return bins, {"repo": plan.repo, "build_type": "prebuilt", "cmake_flags": [], "compiler": compiler}
     config = build.BuildConfig(backend, options.cmake_args)
+    commits = list(dict.fromkeys(variant.commit for variant in variants))  # the baseline's first
+    if options.llama_src and len(commits) > 1:
+        raise AgentError(
+            ExitCode.USAGE,
+            f"--llama-src is one commit, but the variants of {plan.slug} are at {len(commits)} commits: leave it out.",
+        )
     built: dict[str, build.Built] = {}
-    for commit in sorted({variant.commit for variant in variants}):
+    for commit in commits:
         progress.start(f"Source: llama.cpp {commit[:12]}")
         pristine = (
             source.from_user(options.llama_src, dirs) if options.llama_src else source.from_git(plan.repo, commit, dirs)

@@ -84,8 +84,8 @@ def status_lines(payload: dict[str, Any]) -> list[str]:
         degenerate = sum(entry["degenerate"] for entry in outputs)
         identical = sum(entry["identical_to_baseline"] for entry in outputs)
         lines.append(
-            f"{name}: correctness {correctness}; generation {degenerate}/{len(outputs)} degenerate, "
-            f"{identical}/{len(outputs)} identical to baseline"
+            f"{name} at {variant['commit'][:12]}: correctness {correctness}; "
+            f"generation {degenerate}/{len(outputs)} degenerate, {identical}/{len(outputs)} identical to baseline"
         )
     lines.append("flags: " + (", ".join(payload["flags"]) if payload["flags"] else "none"))
     return lines

@@ -2,20 +2,25 @@
 them back, so that variants share one build directory and a later variant recompiles only what its
 patches touch.
 
-The pristine tree (a git checkout of one commit, a user's directory or an extracted tarball) is never
+The pristine tree (one per commit: a git export, a user's directory or an extracted tarball) is never
 written to. The working tree is a copy; before each variant the files the previous variant touched
-are restored from the pristine tree with a fresh mtime, so make sees them as changed.
+are restored from the pristine tree with a fresh mtime, so make sees them as changed. A variant at
+another commit moves the same working tree to that commit's pristine tree, rewriting only the files
+that differ, so it too recompiles only what the commits change.
 """
 
 from __future__ import annotations
 
+import fcntl
+import filecmp
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from .campaign import Patch
@@ -23,6 +28,7 @@ from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
 
 APPLIED_RECORD = ".benchhub-applied.json"
+BASE_RECORD = ".benchhub-base"  # which pristine tree the working tree mirrors
 
 
 def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -75,22 +81,68 @@ def from_user(llama_src: Path, dirs: Dirs) -> Path:
     return _source_root(final)
 
 
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """One writer at a time: two agents sharing a cache must not fetch into or patch the same tree at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def from_git(repo: str, commit: str, dirs: Dirs) -> Path:
-    """Fetch exactly one commit (no history): minutes less than a clone of llama.cpp."""
+    """Fetch exactly one commit (no history) into one object store shared by every commit, and export
+    its tree. A second commit downloads only the objects the first did not bring: a pull request
+    branch costs the files it changes, not another copy of llama.cpp."""
     final = dirs.sources / f"git-{commit}"
     if (final / "CMakeLists.txt").is_file():
         return final
-    partial = final.with_name(final.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    for args in (["init", "-q"], ["fetch", "-q", "--depth", "1", repo, commit], ["checkout", "-q", "FETCH_HEAD"]):
-        done = _git(args, partial)
-        if done.returncode != 0:
+    store = dirs.sources / "git-objects"
+    with locked(dirs.sources / "git-objects.lock"):
+        if not (store / "HEAD").is_file():
+            store.mkdir(parents=True, exist_ok=True)
+            _checked_git(["init", "-q", "--bare"], store, repo, commit)
+        if _git(["cat-file", "-e", f"{commit}^{{commit}}"], store).returncode != 0:
+            _checked_git(["fetch", "-q", "--depth", "1", repo, commit], store, repo, commit)
+            # A ref per commit: the next fetch offers these as common ground, and gc keeps them.
+            _checked_git(["update-ref", f"refs/benchhub/{commit}", commit], store, repo, commit)
+        partial = final.with_name(final.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        try:
+            _export(store, commit, partial)
+        except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
-            raise AgentError(
-                ExitCode.SOURCE, f"git {args[0]} of {repo} at {commit[:12]} failed: {done.stderr.strip()[:300]}"
-            )
-    return _finish(partial, final)
+            raise
+        return _finish(partial, final)
+
+
+def _checked_git(args: list[str], cwd: Path, repo: str, commit: str) -> None:
+    done = _git(args, cwd)
+    if done.returncode != 0:
+        raise AgentError(
+            ExitCode.SOURCE, f"git {args[0]} of {repo} at {commit[:12]} failed: {done.stderr.strip()[:300]}"
+        )
+
+
+def _export(store: Path, commit: str, target: Path) -> None:
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(store.parent)}
+    with subprocess.Popen(
+        ["git", "archive", "--format=tar", commit], cwd=store, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        assert process.stdout is not None
+        try:
+            with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
+                archive.extractall(target, filter="data")
+        except tarfile.TarError as error:
+            process.kill()
+            raise AgentError(ExitCode.SOURCE, f"Could not export llama.cpp {commit[:12]}: {error}.") from error
+        stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    if process.returncode != 0:
+        raise AgentError(ExitCode.SOURCE, f"Could not export llama.cpp {commit[:12]}: {stderr.strip()[:300]}")
 
 
 def resolve_ref(repo: str, ref: str) -> str:
@@ -99,6 +151,33 @@ def resolve_ref(repo: str, ref: str) -> str:
     if len(commit) != 40:
         raise AgentError(ExitCode.SOURCE, f"Could not resolve {ref} on {repo}.")
     return commit
+
+
+def _skipped_at_top(root: Path, name: str) -> bool:
+    """Only the top level's VCS data (a folder, or a submodule's `.git` file pointing elsewhere, which would
+    make `git apply` look for a repository that is not there), its build folders and our own records;
+    nested names like cmake/build-info.cmake stay."""
+    return name in (".git", APPLIED_RECORD, BASE_RECORD) or (name.startswith("build") and (root / name).is_dir())
+
+
+def _files(root: Path) -> dict[str, Path]:
+    """Every file and symlink under root by relative path, without what `_skipped_at_top` leaves out."""
+    found: dict[str, Path] = {}
+    for folder, dirnames, filenames in os.walk(root):
+        here = Path(folder)
+        if here == root:
+            dirnames[:] = [name for name in dirnames if not _skipped_at_top(root, name)]
+            filenames = [name for name in filenames if not _skipped_at_top(root, name)]
+        links = [name for name in dirnames if (here / name).is_symlink()]  # a link to a folder is one entry
+        for name in [*filenames, *links]:
+            found[str((here / name).relative_to(root))] = here / name
+    return found
+
+
+def _same_file(original: Path, current: Path) -> bool:
+    if original.is_symlink() or current.is_symlink():
+        return original.is_symlink() and current.is_symlink() and os.readlink(original) == os.readlink(current)
+    return current.is_file() and filecmp.cmp(original, current, shallow=False)
 
 
 class WorkTree:
@@ -110,26 +189,52 @@ class WorkTree:
         self.record = path / APPLIED_RECORD
 
     def ensure(self) -> None:
+        """The working tree exists and mirrors this pristine tree (no patches applied)."""
         if (self.path / "CMakeLists.txt").is_file():
+            if self._base() != self._pristine_id():
+                self.restore()
+                self._move_to_pristine()
             return
         partial = self.path.with_name(self.path.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         root = str(self.pristine)
 
         def skip(folder: str, names: list[str]) -> list[str]:
-            # Only the top level's VCS data (a folder, or a submodule's `.git` file pointing elsewhere, which
-            # would make `git apply` look for a repository that is not there) and its build folders; nested
-            # names like cmake/build-info.cmake stay.
-            if folder != root:
-                return []
-            return [
-                name
-                for name in names
-                if name == ".git" or (name.startswith("build") and (self.pristine / name).is_dir())
-            ]
+            return [name for name in names if _skipped_at_top(self.pristine, name)] if folder == root else []
 
         shutil.copytree(self.pristine, partial, ignore=skip, symlinks=True)
+        (partial / BASE_RECORD).write_text(self._pristine_id())
         _finish(partial, self.path)
+
+    def _pristine_id(self) -> str:
+        return str(self.pristine.resolve())
+
+    def _base(self) -> str | None:
+        try:
+            return (self.path / BASE_RECORD).read_text()
+        except OSError:
+            return None
+
+    def _move_to_pristine(self) -> None:
+        """Rewrite only the files that differ from the new pristine tree and delete those it lacks: make
+        then rebuilds what the two commits change and nothing else."""
+        (self.path / BASE_RECORD).unlink(missing_ok=True)  # a crash midway leaves a tree that is synced again
+        wanted = _files(self.pristine)
+        present = _files(self.path)
+        for relative in present.keys() - wanted.keys():
+            present[relative].unlink()
+        for relative, original in wanted.items():
+            current = self.path / relative
+            if _same_file(original, current):
+                continue
+            if current.is_symlink() or current.is_file():
+                current.unlink()
+            current.parent.mkdir(parents=True, exist_ok=True)
+            if original.is_symlink():
+                current.symlink_to(os.readlink(original))
+            else:
+                shutil.copyfile(original, current)  # a fresh mtime: make rebuilds what includes it
+        (self.path / BASE_RECORD).write_text(self._pristine_id())
 
     def _touched(self) -> list[str]:
         try:

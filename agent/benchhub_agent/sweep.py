@@ -37,10 +37,12 @@ class SweepSettings:
     max_reps: int
     flash_attn: bool
     n_gpu_layers: int
+    extra_args: tuple[str, ...] = ()  # campaign-specific switches (schema.SWEEP_EXTRA_ARGS)
+    pinned_n_ctx: int | None = None  # a campaign that states -c (as its source did) gets exactly that
 
     @property
     def n_ctx(self) -> int:
-        return context_size(self.npp, self.ntg, self.batch_sizes)
+        return self.pinned_n_ctx or context_size(self.npp, self.ntg, self.batch_sizes)
 
     def as_payload(self, runs: list[dict[str, Any]]) -> dict[str, Any]:
         return {
@@ -52,6 +54,7 @@ class SweepSettings:
             "n_gpu_layers": self.n_gpu_layers,
             "batch_sizes": list(self.batch_sizes),
             "order": "interleaved",
+            "extra_args": list(self.extra_args),
             "runs": runs,
         }
 
@@ -67,6 +70,7 @@ def batched_bench_args(binary: Path, model: Path, settings: SweepSettings) -> li
         "-kvu",
         "-fa", "on" if settings.flash_attn else "off",
         "-ngl", str(settings.n_gpu_layers),
+        *settings.extra_args,
         "--output-format", "jsonl",
     ]  # fmt: skip
 

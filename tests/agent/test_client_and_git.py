@@ -27,7 +27,8 @@ def test_it_fetches_exactly_one_commit_and_reuses_it(tmp_path: Path) -> None:
 
     tree = source.from_git(f"file://{upstream}", pinned, home())
     assert (tree / "CMakeLists.txt").read_text() == "project(first)\n"
-    assert git("rev-list", "--count", "HEAD", cwd=tree) == "1"
+    store = home().sources / "git-objects"
+    assert git("rev-list", "--count", f"refs/benchhub/{pinned}", cwd=store) == "1"  # the commit, no history
     assert source.from_git(f"file://{upstream}", pinned, home()) == tree
 
 
@@ -35,7 +36,7 @@ def test_it_names_the_commit_it_could_not_fetch(tmp_path: Path) -> None:
     with pytest.raises(AgentError) as caught:
         source.from_git(f"file://{tmp_path}/absent", "a" * 40, home())
     assert caught.value.code == ExitCode.SOURCE and "aaaaaaaaaaaa" in caught.value.message
-    assert not list(home().sources.glob("*"))
+    assert not list(home().sources.glob(f"git-{'a' * 40}*"))  # no tree, not even a partial one
 
 
 def test_it_retries_with_growing_delays_then_gives_up_with_the_reason() -> None:

@@ -108,7 +108,10 @@ def test_it_shows_the_seed_format_with_spread() -> None:
         {"variant": "upstream", "rep": 2, "seq": 4, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 148.0}]},
     ]
     payload = {
-        "variants": [{"name": "upstream"}, {"name": "01"}],
+        "variants": [
+            {"name": "upstream", "commit": "0c1e57098bba" + "0" * 28},
+            {"name": "01", "commit": "0c1e57098bba" + "0" * 28},
+        ],
         "sweep": {"batch_sizes": [4], "runs": runs},
         "model": {"file_name": "q.gguf", "file_type": "IQ2_XXS"},
         "machine": {"chip": "Apple M5 Pro", "backend": "metal"},

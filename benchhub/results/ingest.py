@@ -161,7 +161,7 @@ def _created_at(text: str) -> datetime:
 def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
     key = verified.key
     machine = payload["machine"]
-    submission_flags = flags.derive(payload)
+    submission_flags = flags.derive(payload, campaign.definition["sweep"])
     submission = Submission.objects.create(
         campaign=campaign,
         contributor=key.contributor,

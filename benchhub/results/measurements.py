@@ -1,8 +1,9 @@
 """Derive a submission's Measurement rows from its sweep, correctness and generation facts.
 
 One place decides what is paired with what and what is excluded (PROTOCOL.md section 5):
-hidden submissions, variants whose correctness status is `fail`, and variants that produced
-degenerate output on a prompt where the baseline did not. The facts come either straight from
+hidden submissions, submissions swept with settings other than their campaign's (flagged
+`nonstandard_sweep` at ingest), variants whose correctness status is `fail`, and variants that
+produced degenerate output on a prompt where the baseline did not. The facts come either straight from
 the payload being ingested (no read-back) or from the stored rows (moderation, rebuilds).
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from benchhub.results import stats
+from benchhub.results import flags, stats
 from benchhub.results.models import Measurement, Submission, SubmissionVariant
 
 # variant name -> batch size -> tg_tps of each rep
@@ -36,9 +37,11 @@ def correctness_status(statuses: Iterable[str]) -> str:
     return "missing"
 
 
-def exclusion_reason(hidden: bool, variant: VariantFacts, baseline: VariantFacts) -> str:
-    if hidden:
+def exclusion_reason(submission: Submission, variant: VariantFacts, baseline: VariantFacts) -> str:
+    if submission.hidden:
         return Measurement.Excluded.HIDDEN
+    if flags.NONSTANDARD_SWEEP in submission.flags:
+        return Measurement.Excluded.NONSTANDARD_SWEEP
     if variant.correctness == "fail":
         return Measurement.Excluded.CORRECTNESS_FAILED
     if variant.degenerate_prompts - baseline.degenerate_prompts:
@@ -53,7 +56,7 @@ def derive(submission: Submission, variants: list[VariantFacts], samples: Sample
     machine, model_file = submission.machine, submission.model_file
     measurements = []
     for variant in variants:
-        reason = exclusion_reason(submission.hidden, variant, baseline)
+        reason = exclusion_reason(submission, variant, baseline)
         for batch_size, values in sorted(samples.get(variant.row.name, {}).items()):
             tg_tps = stats.median(values)
             baseline_values = baseline_samples.get(batch_size)

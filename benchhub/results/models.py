@@ -218,6 +218,7 @@ class Measurement(models.Model):
         CORRECTNESS_FAILED = "correctness_failed"
         DEGENERATE_OUTPUT = "degenerate_output"
         HIDDEN = "hidden"
+        NONSTANDARD_SWEEP = "nonstandard_sweep"
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements")
     variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")

@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 
+from benchhub.results import flags
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts
 from benchhub.web.charts import Point, Series
@@ -144,8 +145,25 @@ def quant_mix_rows(tensor_bytes_by_type: dict[str, int]) -> list[QuantMixRow]:
     return [QuantMixRow(name, f"{size:,}", f"{100 * size / total:.1f}%") for name, size in ordered]
 
 
+@dataclass(frozen=True)
+class VariantLine:
+    """A variant as measured: the commit it was built from, and the git ref it followed when the campaign
+    names one (the commit is then whatever the ref pointed to when the agent ran)."""
+
+    name: str
+    commit: str
+    ref: str | None
+    patches: list[dict[str, str]]
+    env: dict[str, str]
+
+
+def variant_lines(submission: Submission) -> list[VariantLine]:
+    refs = {entry["name"]: entry.get("ref") for entry in submission.campaign.definition["variants"]}
+    return [VariantLine(v.name, v.commit, refs.get(v.name), v.patches, v.env) for v in submission.variants.all()]
+
+
 def submission_context(request: HttpRequest, submission: Submission) -> dict[str, Any]:
-    variants = list(submission.variants.all())
+    variants = variant_lines(submission)
     runs = list(submission.sweep_runs.select_related("variant").prefetch_related("rows"))
     measurements = list(submission.measurements.all())
     rep_numbers, lines = sweep_lines(runs, measurements)
@@ -174,4 +192,9 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
         "charts": figures,
         "verify_command": verify_command(request, submission),
         "quant_mix": quant_mix_rows(model.tensor_bytes_by_type),
+        "sweep_differences": (
+            flags.sweep_differences(submission.sweep_settings, submission.campaign.definition["sweep"])
+            if flags.NONSTANDARD_SWEEP in submission.flags
+            else []
+        ),
     }

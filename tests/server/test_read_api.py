@@ -120,7 +120,7 @@ def test_it_serves_the_manifest_with_patch_hashes_and_download_urls(client: Clie
     assert b"".join(download.streaming_content) == PATCH_TEXT["02-vectorized-bs1.patch"]
     assert manifest["sweep"]["batch_sizes"] == [1, 2, 3, 4, 5, 8, 9, 12, 16] and manifest["sweep"]["extra_args"] == []
     assert manifest["variants"][2]["env"]["GGML_METAL_MV_IQ2_S_VEC"] == "1"
-    assert client.get("/api/v1/campaigns/").json()[0]["slug"] == "mv-ext-iquants"
+    assert [c["slug"] for c in client.get("/api/v1/campaigns/").json()] == ["few-row-mma", "mv-ext-iquants"]
 
 
 def test_it_marks_variants_unavailable_while_a_patch_is_missing_or_empty(
@@ -183,11 +183,12 @@ def test_it_syncs_campaign_rows_from_the_shipped_definition_idempotently(campaig
     Campaign.objects.update(title="stale", baseline="stale")
     for _ in range(2):
         call_command("sync_campaigns", stdout=io.StringIO())
-    [row] = Campaign.objects.all()
-    [definition] = definitions()
-    assert (row.slug, row.title, row.baseline, row.definition) == (
-        "mv-ext-iquants",
-        definition["title"],
-        "upstream",
-        definition,
-    )
+    rows = {row.slug: row for row in Campaign.objects.all()}
+    shipped = {definition["slug"]: definition for definition in definitions()}
+    assert set(rows) == set(shipped) == {"mv-ext-iquants", "few-row-mma"}
+    for slug, row in rows.items():
+        assert (row.title, row.baseline, row.definition) == (
+            shipped[slug]["title"],
+            shipped[slug]["baseline"],
+            shipped[slug],
+        )

@@ -71,12 +71,24 @@ def test_it_charts_the_chosen_variant_and_lists_missing_chips(client: Client, sm
 
 
 def test_it_offers_a_campaign_known_only_from_published_rows(client: Client, live_campaign: Campaign) -> None:
+    Campaign.objects.filter(slug="few-row-mma").delete()  # as on a service that does not run it (yet)
     call_command("load_reference_rows", stdout=StringIO())
     text = page_text(client.get("/", {"campaign": "few-row-mma"}))
     assert "few-row-mma (published rows only)" in text
     assert "32.7→49.7 (+52%)" in text
     assert "38.6→120 (+210%)" in text
     assert 'id="coverage"' not in text  # nobody can contribute to a campaign the service does not run
+
+
+def test_it_shows_the_published_m3_ultra_rows_beside_the_live_few_row_mma_campaign(
+    client: Client, live_campaign: Campaign
+) -> None:
+    call_command("load_reference_rows", stdout=StringIO())
+    text = page_text(client.get("/", {"campaign": "few-row-mma"}))
+    assert "published rows only" not in text
+    assert "pr-29869" in text and "master-836d571" in text
+    assert "32.7→49.7 (+52%)" in text and "38.6→120 (+210%)" in text
+    assert 'id="coverage"' in text  # a live campaign asks for contributions
 
 
 def test_it_answers_404_for_an_unknown_campaign(client: Client, live_campaign: Campaign) -> None:

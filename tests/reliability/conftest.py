@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.faults import OwnRedis, Stack
+from tests.reliability.faults import OwnPostgres, OwnRedis, Stack
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,3 +59,15 @@ def fault_stack(campaign: Any, patches_dir: Path, tmp_path: Path, own_redis: Own
         yield stack
     finally:
         stack.stop_all()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[OwnPostgres]:
+    server = OwnPostgres()
+    try:
+        server.create()
+        yield server
+    finally:
+        with contextlib.suppress(AssertionError):  # not running: stopped by the test, or never started
+            server.stop("immediate")
+        server.remove()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -66,9 +67,10 @@ class OwnPostgres:
     """A throwaway PostgreSQL cluster on its own port, run as the postgres user (the server refuses
     root); the machine's cluster on 5432 is shared and never restarted."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self) -> None:
         self.port = free_port()
-        self.root = tmp_path / "pg"
+        # Not under pytest's tmp_path: its parents are private to root, and the server runs as postgres.
+        self.root = Path(tempfile.mkdtemp(prefix="benchhub-pg-"))
         self.data = self.root / "data"
         bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
         assert bindir, "PostgreSQL server binaries are not installed"
@@ -79,10 +81,12 @@ class OwnPostgres:
         return f"postgres://postgres@127.0.0.1:{self.port}/benchhub"
 
     def _as_postgres(self, *command: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=120)
+        done = subprocess.run(
+            ["runuser", "-u", "postgres", "--", *command], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, f"{command[0]} failed: {done.stdout}{done.stderr}"
 
     def create(self) -> None:
-        self.root.mkdir()
         shutil.chown(self.root, "postgres", "postgres")
         self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
         self.start()
@@ -97,6 +101,9 @@ class OwnPostgres:
 
     def stop(self, mode: str = "fast") -> None:
         self._ctl("-m", mode, "stop")
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class RestartPolicy:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
@@ -43,8 +43,12 @@ def text(params: Mapping[str, str], name: str) -> str | None:
     return raw
 
 
-def apply(queryset: QuerySet[M], params: Mapping[str, str], lookups: Mapping[str, str]) -> QuerySet[M]:
-    """`lookups` maps a query parameter to the ORM lookup it filters on."""
+def apply(
+    queryset: QuerySet[M], params: Mapping[str, str], lookups: Mapping[str, str], to_many: Collection[str] = ()
+) -> QuerySet[M]:
+    """`lookups` maps a query parameter to the ORM lookup it filters on. Only a filter named in
+    `to_many` (one that joins a to-many relation) can repeat a row and needs DISTINCT, which at a
+    million rows would sort every match before the first page."""
     conditions: dict[str, Any] = {}
     for name, lookup in lookups.items():
         raw = text(params, name)
@@ -57,4 +61,5 @@ def apply(queryset: QuerySet[M], params: Mapping[str, str], lookups: Mapping[str
             except ValueError:
                 raise ApiError(400, "invalid_filter", f"{name} must be an integer.", name) from None
         conditions[lookup] = value
-    return queryset.filter(**conditions).distinct() if conditions else queryset
+    queryset = queryset.filter(**conditions) if conditions else queryset
+    return queryset.distinct() if any(params.get(name) for name in to_many) else queryset

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from django.db.models import QuerySet
+from django.core.cache import cache
+from django.db.models import Count, Max, QuerySet
 from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.fields import DateTimeField
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -50,6 +53,7 @@ SUBMISSION_FILTERS = {
     "batch_size": "measurements__batch_size",
     "contributor": "contributor__handle__iexact",
 }
+SUBMISSION_TO_MANY_FILTERS = ("variant", "batch_size")
 MEASUREMENT_FILTERS = {
     "campaign": "campaign__slug",
     "chip": "chip",
@@ -71,7 +75,9 @@ class SubmissionsView(SubmissionIngestMixin, ListAPIView[Submission]):
 
     def get_queryset(self) -> QuerySet[Submission]:
         queryset = Submission.objects.public().select_related("campaign", "contributor", "key", "machine", "model_file")
-        return filters.apply(queryset, self.request.query_params, SUBMISSION_FILTERS)
+        return filters.apply(
+            queryset, self.request.query_params, SUBMISSION_FILTERS, to_many=SUBMISSION_TO_MANY_FILTERS
+        )
 
     @extend_schema(
         summary="List submissions, newest first (hidden ones are left out)",
@@ -139,8 +145,30 @@ class LeaderboardView(APIView):
         cells = filters.apply(
             LeaderboardCell.objects.filter(campaign=campaign, n_submissions__gt=0), request.query_params, CELL_FILTERS
         )
-        rows = serializers.LeaderboardRowSerializer(cells, many=True).data
-        return Response({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
+        return Response(leaderboard_body(campaign, cells, request.query_params))
+
+
+LEADERBOARD_FIELDS = serializers.LeaderboardRowSerializer.Meta.fields
+_timestamp = DateTimeField()
+
+
+def leaderboard_body(campaign: Campaign, cells: QuerySet[LeaderboardCell], params: Mapping[str, str]) -> dict[str, Any]:
+    """Thousands of rows per campaign: read as tuples, not model instances, and kept in the cache
+    under the cells' version (their count and newest update), so a changed cell is never served stale."""
+    version = cells.aggregate(count=Count("id"), newest=Max("updated_at"))
+    filtered = sorted((name, params[name]) for name in CELL_FILTERS if params.get(name))
+    key = "leaderboard:" + hashlib.sha256(repr((campaign.pk, filtered, version)).encode()).hexdigest()
+    body: dict[str, Any] | None = cache.get(key)
+    if body is None:
+        rows = []
+        ordered = cells.order_by("chip", "gpu_cores", "quant", "batch_size", "variant")
+        for values in ordered.values_list(*LEADERBOARD_FIELDS):
+            row = dict(zip(LEADERBOARD_FIELDS, values, strict=True))
+            row["updated_at"] = _timestamp.to_representation(row["updated_at"])
+            rows.append(row)
+        body = {"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows}
+        cache.set(key, body, timeout=600)
+    return body
 
 
 class CampaignListView(APIView):
@@ -194,6 +222,16 @@ class MeasurementsView(ListAPIView[Measurement]):
 
 
 CSV_COLUMNS = serializers.MeasurementSerializer.Meta.fields
+# The ORM path of each CSV column (the serializer's sources, read as plain values).
+CSV_SOURCES = tuple(
+    {
+        "submission": "submission_id",
+        "campaign": "campaign__slug",
+        "contributor": "contributor__handle",
+        "variant": "variant_name",
+    }.get(column, column)
+    for column in CSV_COLUMNS
+)
 
 
 class MeasurementsCsvView(MeasurementsView):
@@ -203,14 +241,14 @@ class MeasurementsCsvView(MeasurementsView):
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> StreamingHttpResponse:  # type: ignore[override]
-        queryset = self.get_queryset().order_by("id")
+        queryset = self.get_queryset().order_by("id").values_list(*CSV_SOURCES)
 
         def lines() -> Iterator[str]:
+            # Tuples straight from a server-side cursor: memory stays flat however many rows match.
             writer = csv.writer(_Echo())
             yield writer.writerow(CSV_COLUMNS)
-            for item in queryset.iterator(chunk_size=2000):
-                row = serializers.MeasurementSerializer(item).data
-                yield writer.writerow(["" if row[column] is None else row[column] for column in CSV_COLUMNS])
+            for values in queryset.iterator(chunk_size=5000):
+                yield writer.writerow(["" if value is None else value for value in values])
 
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="benchhub-measurements.csv"'

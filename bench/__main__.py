@@ -19,6 +19,7 @@ import sys
 
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/5"
+STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
 VERBS = ("ingest", "profile", "state", "refresh", "reads", "storage", "rebuild", "all")
 
 
@@ -32,10 +33,12 @@ def ensure_database(url: str) -> None:
             connection.execute(f'CREATE DATABASE "{name}"')
     environment = {**os.environ, "DATABASE_URL": url}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], check=True, env=environment)
+    # Pages need the hashed static manifest once DEBUG is off, as in production.
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True, env=environment)
 
 
 def _setup(database: str, redis: str) -> None:
-    ensure_database(database)
+    os.environ["DJANGO_STATIC_ROOT"] = STATIC_ROOT
     os.environ["DATABASE_URL"] = database
     os.environ["REDIS_URL"] = redis
     os.environ["CELERY_QUEUE"] = "benchhub-bench-in-process"  # never a queue a real worker consumes
@@ -45,6 +48,7 @@ def _setup(database: str, redis: str) -> None:
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,testserver")
     os.environ.setdefault("BENCHHUB_THROTTLE_ADDRESS", "100000000/hour")
     os.environ.setdefault("BENCHHUB_THROTTLE_KEY", "100000000/hour")
+    ensure_database(database)
     import django
 
     django.setup()

@@ -106,7 +106,7 @@ def _worker(job: tuple[str, int, int, int, int, dict[str, Any]]) -> int:
 
 def grow(database_url: str, target: int, processes: int = 2) -> None:
     """Add generated submissions until the database holds `target`, then refresh every cell."""
-    from benchhub.results import campaigns, cells
+    from benchhub.results import campaigns
     from benchhub.results.models import Campaign
 
     campaign = Campaign.objects.get(slug=payloads.CAMPAIGN)
@@ -129,7 +129,7 @@ def grow(database_url: str, target: int, processes: int = 2) -> None:
                     copyrows.model_id(cursor, lookups, model)
     missing = target - have
     if missing <= 0:
-        print(f"   state: {have} submissions already (target {target})", flush=True)
+        _refresh(f"{have} submissions already (target {target})")
         return
     context = {
         "variants": [vars(variant) for variant in variants],
@@ -149,10 +149,77 @@ def grow(database_url: str, target: int, processes: int = 2) -> None:
     loaded = time.perf_counter() - started
     with psycopg.connect(database_url, autocommit=True) as connection:
         connection.execute("VACUUM ANALYZE")
+    _refresh(
+        f"wrote {written} submissions with COPY in {loaded:.0f} s ({written / loaded:.0f}/s, {processes} processes)"
+    )
+
+
+def _refresh(what: str) -> None:
+    from benchhub.results import cells
+
     started = time.perf_counter()
     refreshed = cells.refresh_all_cells()
-    print(
-        f"   state: wrote {written} submissions with COPY in {loaded:.0f} s ({written / loaded:.0f}/s, "
-        f"{processes} processes); refreshed {refreshed} cells in {time.perf_counter() - started:.1f} s",
-        flush=True,
-    )
+    print(f"   state: {what}; refreshed {refreshed} cells in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+CLONE_STEPS = (
+    """CREATE TEMP TABLE clone_map ON COMMIT DROP AS
+       SELECT id AS old, gen_random_uuid() AS new FROM results_submission WHERE received_at < %(cutoff)s""",
+    """INSERT INTO results_submission
+       SELECT m.new, md5(m.new::text), encode(sha256(m.new::text::bytea), 'hex'), s.created_at,
+              s.received_at + %(shift)s, s.status, s.hidden, s.flags, s.is_demo, s.agent_name, s.agent_version,
+              s.power_source, s.low_power_mode, s.thermal, s.llama_cpp, s.sweep_settings,
+              s.cells_refreshed_at + %(shift)s, s.campaign_id, s.contributor_id, s.key_id, s.machine_id,
+              s.model_file_id
+       FROM results_submission s JOIN clone_map m ON m.old = s.id""",
+    """INSERT INTO results_rawenvelope SELECT m.new, r.body, r.sha256, r.received_at + %(shift)s
+       FROM results_rawenvelope r JOIN clone_map m ON m.old = r.submission_id""",
+    """INSERT INTO results_submissionvariant SELECT v.id + %(variants)s, v.position, v.name, v.commit, v.patches,
+       v.env, m.new FROM results_submissionvariant v JOIN clone_map m ON m.old = v.submission_id""",
+    """INSERT INTO results_sweeprun SELECT r.id + %(runs)s, r.rep, r.seq, r.exit_code, m.new,
+       r.variant_id + %(variants)s FROM results_sweeprun r JOIN clone_map m ON m.old = r.submission_id""",
+    """INSERT INTO results_sweeprow (batch_size, pp_tps, tg_tps, t_pp_s, t_tg_s, run_id)
+       SELECT w.batch_size, w.pp_tps, w.tg_tps, w.t_pp_s, w.t_tg_s, w.run_id + %(runs)s
+       FROM results_sweeprow w WHERE w.run_id <= %(max_run)s""",
+    """INSERT INTO results_correctnesscheck (tool, op, backend, status, passed, failed, reason, submission_id,
+       variant_id) SELECT c.tool, c.op, c.backend, c.status, c.passed, c.failed, c.reason, m.new,
+       c.variant_id + %(variants)s FROM results_correctnesscheck c JOIN clone_map m ON m.old = c.submission_id""",
+    """INSERT INTO results_generationcheck (prompt_id, n_tokens, output_sha256, degenerate, repetition_score,
+       identical_to_baseline, submission_id, variant_id) SELECT g.prompt_id, g.n_tokens, g.output_sha256,
+       g.degenerate, g.repetition_score, g.identical_to_baseline, m.new, g.variant_id + %(variants)s
+       FROM results_generationcheck g JOIN clone_map m ON m.old = g.submission_id""",
+    """INSERT INTO results_measurement (chip, gpu_cores, quant, variant_name, batch_size, tg_tps, baseline_tg_tps,
+       speedup, spread, n_reps, correctness_status, excluded_reason, campaign_id, contributor_id, submission_id,
+       variant_id) SELECT x.chip, x.gpu_cores, x.quant, x.variant_name, x.batch_size, x.tg_tps, x.baseline_tg_tps,
+       x.speedup, x.spread, x.n_reps, x.correctness_status, x.excluded_reason, x.campaign_id, x.contributor_id,
+       m.new, x.variant_id + %(variants)s FROM results_measurement x JOIN clone_map m ON m.old = x.submission_id""",
+)
+
+
+def clone(database_url: str, copies: int) -> None:
+    """Multiply a generated state in SQL (minutes instead of an hour of Python on 2 cores): every
+    copy has fresh submission ids, nonces, payload hashes and received_at, and byte copies of the
+    originals' envelopes and rows. Only for sizes the Python generator cannot reach in time."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        cutoff, span = connection.execute(
+            "SELECT max(received_at) + interval '1 second', max(received_at) - min(received_at) + interval '1 hour' "
+            "FROM results_submission"
+        ).fetchone()  # type: ignore[misc]
+        max_variant = connection.execute("SELECT max(id) FROM results_submissionvariant").fetchone()[0]  # type: ignore[index]
+        max_run = connection.execute("SELECT max(id) FROM results_sweeprun").fetchone()[0]  # type: ignore[index]
+        for copy in range(1, copies + 1):
+            started = time.perf_counter()
+            values = {
+                "cutoff": cutoff,
+                "shift": span * copy,
+                "variants": max_variant * copy,
+                "runs": max_run * copy,
+                "max_run": max_run,
+            }
+            with connection.transaction():
+                for step in CLONE_STEPS:
+                    connection.execute(step, values)
+            print(f"   clone {copy}/{copies}: {time.perf_counter() - started:.0f} s", flush=True)
+        for table in copyrows.ID_TABLES:
+            connection.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+        connection.execute("VACUUM ANALYZE")

@@ -114,7 +114,9 @@ def refresh_group(group: Group, only: set[CellName] | None = None) -> int:
     if only is None:
         gone += [cell.pk for name, cell in existing.items() if name not in rows]
     LeaderboardCell.objects.filter(pk__in=gone).delete()
-    LeaderboardCell.objects.bulk_update(changed, [*VALUE_FIELDS, "updated_at"])
+    for cell in changed:
+        # One small UPDATE each: bulk_update's CASE expressions cost ~200 ms of Python per 27 cells.
+        cell.save(update_fields=[*VALUE_FIELDS, "updated_at"])
     LeaderboardCell.objects.bulk_create(created)
     return len(wanted)
 

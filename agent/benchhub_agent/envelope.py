@@ -51,9 +51,14 @@ def b64decode(text: object, field: str) -> bytes:
     if not isinstance(text, str):
         raise EnvelopeError("bad_envelope", f"{field} must be a base64 string.", field)
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
         raise EnvelopeError("bad_envelope", f"{field} is not valid standard base64.", field) from None
+    # Python ignores set padding bits ("QR==" decodes as "QQ=="): such an envelope is a tampered
+    # copy that strict decoders elsewhere refuse, so it must not be stored as if it were the original.
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise EnvelopeError("bad_envelope", f"{field} is not canonical base64 (padding bits set).", field)
+    return raw
 
 
 def keyid_of(public_key: bytes) -> str:

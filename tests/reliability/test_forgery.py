@@ -4,6 +4,7 @@ BENCHHUB_FORGERIES sets the count (default 10,000)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from typing import Any
@@ -13,7 +14,7 @@ from benchhub_agent import envelope
 from django.test import Client
 
 from benchhub.results.models import Submission
-from tests.conftest import Api, build_payload, persona
+from tests.conftest import Api, build_payload, persona, submission_envelope
 from tests.reliability import forgeries
 
 pytestmark = pytest.mark.django_db
@@ -68,3 +69,26 @@ def test_it_refuses_another_contributors_payload_signed_under_ones_own_key(api: 
     assert replayed.status_code == 409
     assert replayed.json()["error"] == "payload_replayed"
     assert list(Submission.objects.values_list("key__keyid", flat=True)) == [ada.keyid]
+
+
+def _set_padding_bits(text: str) -> str:
+    """The same bytes to a lax decoder: the unused low bits of the last base64 digit set."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    data = text.rstrip("=")
+    unused_bits = {1: 4, 2: 2}[len(text) - len(data)]
+    last = alphabet.index(data[-1]) | ((1 << unused_bits) - 1)
+    return data[:-1] + alphabet[last] + text[len(data) :]
+
+
+@pytest.mark.parametrize("part", ["payload", "sig"])
+def test_it_refuses_an_envelope_whose_base64_has_padding_bits_set(api: Api, ada: envelope.Signer, part: str) -> None:
+    """Set padding bits are a one-bit tamper that Python's decoder alone would not notice."""
+    env = json.loads(submission_envelope(build_payload(), ada))
+    target = env if part == "payload" else env["signatures"][0]
+    if not target[part].endswith("="):
+        pytest.fail("the payload length left no padding bits; change the fixture payload")
+    target[part] = _set_padding_bits(target[part])
+    response = api.post(Api.submissions, json.dumps(env).encode())
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_envelope"
+    assert not Submission.objects.exists()

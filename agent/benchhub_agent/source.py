@@ -146,11 +146,18 @@ def _export(store: Path, commit: str, target: Path) -> None:
 
 
 def resolve_ref(repo: str, ref: str) -> str:
-    done = subprocess.run(["git", "ls-remote", repo, ref], capture_output=True, text=True)
-    commit = done.stdout.split()[0] if done.returncode == 0 and done.stdout.strip() else ""
-    if len(commit) != 40:
-        raise AgentError(ExitCode.SOURCE, f"Could not resolve {ref} on {repo}.")
-    return commit
+    """The commit a ref points to now (`git ls-remote`: nothing is fetched). Only the ref itself counts:
+    ls-remote also lists refs that merely end with the pattern."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        done = subprocess.run(["git", "ls-remote", repo, ref], capture_output=True, text=True, env=env)
+    except FileNotFoundError as error:
+        raise AgentError(ExitCode.MISSING_TOOL, "git is not installed: see `benchhub-agent doctor`.") from error
+    commits = [line.split("\t")[0] for line in done.stdout.splitlines() if line.endswith(f"\t{ref}")]
+    if done.returncode != 0 or len(commits) != 1 or len(commits[0]) != 40:
+        reason = done.stderr.strip()[:300] or "no such ref"
+        raise AgentError(ExitCode.SOURCE, f"Could not resolve {ref} on {repo}: {reason}.")
+    return commits[0]
 
 
 def _skipped_at_top(root: Path, name: str) -> bool:

@@ -98,6 +98,12 @@ def test_it_fetches_a_second_commit_without_downloading_the_first_again(tmp_path
 
     second = source.resolve_ref(repo, "refs/pull/1/head")
     assert second != first and len(second) == 40
+    with pytest.raises(AgentError) as caught:
+        source.resolve_ref(repo, "refs/pull/29869/head")
+    assert caught.value.code == ExitCode.SOURCE and "refs/pull/29869/head" in caught.value.message
+    git("update-ref", "refs/a/refs/pull/1/head", first, cwd=upstream)  # listed first, and ends with the pattern
+    assert len(git("ls-remote", repo, "refs/pull/1/head", cwd=upstream).splitlines()) == 2
+    assert source.resolve_ref(repo, "refs/pull/1/head") == second
     first_tree = source.from_git(repo, first, home())
     store = home().sources / "git-objects"
     size_after_first = sum(path.stat().st_size for path in store.rglob("*") if path.is_file())

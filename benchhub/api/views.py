@@ -222,17 +222,29 @@ class MeasurementsView(ListAPIView[Measurement]):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of up to 1000 rows as plain values: a serializer per row cost ~0.2 ms each, most
+        of a 200-row page (the SQL is under a millisecond on the (chip, quant, -id) index)."""
+        page = self.paginate_queryset(self.get_queryset().values("id", *MEASUREMENT_SOURCES))
+        rows = [
+            {column: row[source] for column, source in zip(MEASUREMENT_COLUMNS, MEASUREMENT_SOURCES, strict=True)}
+            for row in page or []
+        ]
+        for row in rows:
+            row["submission"] = str(row["submission"])
+        return self.get_paginated_response(rows)
 
-CSV_COLUMNS = serializers.MeasurementSerializer.Meta.fields
-# The ORM path of each CSV column (the serializer's sources, read as plain values).
-CSV_SOURCES = tuple(
+
+MEASUREMENT_COLUMNS = serializers.MeasurementSerializer.Meta.fields
+# The ORM path of each column (the serializer's sources, read as plain values).
+MEASUREMENT_SOURCES = tuple(
     {
         "submission": "submission_id",
         "campaign": "campaign__slug",
         "contributor": "contributor__handle",
         "variant": "variant_name",
     }.get(column, column)
-    for column in CSV_COLUMNS
+    for column in MEASUREMENT_COLUMNS
 )
 
 
@@ -243,12 +255,12 @@ class MeasurementsCsvView(MeasurementsView):
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> StreamingHttpResponse:  # type: ignore[override]
-        queryset = self.get_queryset().order_by("id").values_list(*CSV_SOURCES)
+        queryset = self.get_queryset().order_by("id").values_list(*MEASUREMENT_SOURCES)
 
         def lines() -> Iterator[str]:
             # Tuples straight from a server-side cursor: memory stays flat however many rows match.
             writer = csv.writer(_Echo())
-            yield writer.writerow(CSV_COLUMNS)
+            yield writer.writerow(MEASUREMENT_COLUMNS)
             for values in queryset.iterator(chunk_size=5000):
                 yield writer.writerow(["" if value is None else value for value in values])
 

@@ -54,3 +54,15 @@ def test_it_exports_the_same_values_as_the_json_list(client: Client, api: Api, a
     for row in listed:
         written = by_key[(row["variant"], str(row["batch_size"]))]
         assert written == {name: "" if value is None else str(value) for name, value in row.items()}
+
+
+def test_it_lists_measurements_exactly_as_the_serializer_wrote_them(
+    client: Client, api: Api, ada: envelope.Signer
+) -> None:
+    from benchhub.api.serializers import MeasurementSerializer
+    from benchhub.results.models import Measurement
+
+    _submit(api, ada, 209.75)
+    listed = client.get("/api/v1/measurements/", {"page_size": 500}).json()["results"]
+    expected = [MeasurementSerializer(item).data for item in Measurement.objects.order_by("-id")]
+    assert listed == expected

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
 import requests
 
 from benchhub.results import cells
@@ -50,10 +51,8 @@ class OwnRedis:
 
     def answers(self) -> bool:
         try:
-            import redis
-
             return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
-        except Exception:
+        except redis.RedisError:
             return False
 
     def kill(self) -> None:

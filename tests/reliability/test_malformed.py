@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,60 +13,18 @@ from benchhub_agent import envelope
 from django.test import Client
 
 from benchhub.results.models import Submission
-from tests.conftest import Api, build_payload, registration_envelope
+from tests.conftest import Api, build_payload, persona, registration_envelope
+from tests.reliability.payload_paths import (
+    NULLABLE,
+    OPTIONAL,
+    dotted,
+    drop_at,
+    leaves_and_keys,
+    set_at,
+    wrong_types,
+)
 
 pytestmark = pytest.mark.django_db
-Path = tuple[str | int, ...]
-OPTIONAL = {("machine", "os_build"), ("model", "label")}
-NULLABLE = {("machine", "gpu_cores"), ("machine", "low_power_mode")}
-
-
-def dotted(path: Path) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
-
-
-def leaves_and_keys(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
-    """Every (path, value) in a payload, containers included."""
-    if path:
-        yield path, value
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from leaves_and_keys(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from leaves_and_keys(item, (*path, index))
-
-
-def wrong_types(value: Any) -> list[Any]:
-    """Values of every JSON type but the field's own (bool and int told apart, as JSON Schema does)."""
-    candidates: list[Any] = [None, True, 7, 2.5, "x", [], {}]
-
-    def json_type(item: Any) -> str:
-        if isinstance(item, bool):
-            return "bool"
-        if isinstance(item, int | float):
-            return "number"
-        return type(item).__name__
-
-    own = json_type(value)
-    return [c for c in candidates if json_type(c) != own and not (own == "number" and isinstance(c, int | float))]
-
-
-def set_at(payload: dict[str, Any], path: Path, value: Any) -> None:
-    target: Any = payload
-    for part in path[:-1]:
-        target = target[part]
-    target[path[-1]] = value
-
-
-def drop_at(payload: dict[str, Any], path: Path) -> None:
-    target: Any = payload
-    for part in path[:-1]:
-        target = target[part]
-    del target[path[-1]]
 
 
 def assert_json_refusal(response: Any, status: int | None = None) -> dict[str, Any]:
@@ -233,8 +190,6 @@ def test_it_refuses_the_adversarial_envelope_corpus_at_both_endpoints(
 
 
 def test_it_refuses_malformed_registrations_naming_the_field(api: Api, campaign: Any) -> None:
-    from tests.conftest import persona
-
     signer = persona("newcomer")
     valid = json.loads(registration_envelope(signer, "newcomer"))
     payload = json.loads(base64.b64decode(valid["payload"]))

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from tests.conftest import Api, build_payload, persona, registration_envelope
-from tests.reliability.test_malformed import leaves_and_keys, set_at
+from tests.reliability.payload_paths import leaves_and_keys, set_at
 
 SIGNED_ENDPOINTS = {Api.submissions: envelope.SUBMISSION_TYPE, Api.contributors: envelope.REGISTRATION_TYPE}
 JSON_VALUES = st.recursive(

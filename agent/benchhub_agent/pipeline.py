@@ -178,6 +178,8 @@ def run(options: RunOptions, dirs: Dirs, progress: Progress) -> RunResult:
     variants = resolve_refs(_selected_variants(plan, options.prebuilt), plan.repo, options)
     backend = detect_backend(options.backend)
     settings = _settings(plan, options)
+    for difference in sweep.sweep_differences(settings.as_payload([]), plan.sweep):
+        progress.note(f"  Not the campaign's sweep ({difference}): the service will keep this result out of its cells.")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     result_dir = dirs.results / f"{stamp}-{model_facts['file_name'].removesuffix('.gguf')}"
     logs = result_dir / "logs"

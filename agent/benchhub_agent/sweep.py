@@ -59,6 +59,28 @@ class SweepSettings:
         }
 
 
+# Settings compared where the campaign states them; n_ctx only where it pins one (the agent derives it otherwise).
+COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
+
+
+def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> list[str]:
+    """What in a sweep's settings (PROTOCOL 4.4) differs from its campaign's, one phrase per setting; a
+    subset of the campaign's batch sizes is not a difference. The service keeps such a result out of
+    its cells (flag `nonstandard_sweep`); the agent says so before the run."""
+    differences = [
+        f"{name} {sweep.get(name)} instead of {campaign_sweep[name]}"
+        for name in COMPARED_SETTINGS
+        if name in campaign_sweep and sweep.get(name) != campaign_sweep[name]
+    ]
+    extra, wanted = sorted(sweep.get("extra_args") or []), sorted(campaign_sweep.get("extra_args") or [])
+    if extra != wanted:
+        differences.append(f"switches [{' '.join(extra)}] instead of [{' '.join(wanted)}]")
+    outside = sorted(set(sweep["batch_sizes"]) - set(campaign_sweep.get("batch_sizes", sweep["batch_sizes"])))
+    if outside:
+        differences.append(f"batch sizes {', '.join(map(str, outside))} outside the campaign's")
+    return differences
+
+
 def batched_bench_args(binary: Path, model: Path, settings: SweepSettings) -> list[str]:
     return [
         str(binary),

@@ -8,35 +8,17 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from benchhub_agent.sweep import sweep_differences
 from django.conf import settings
 
 from benchhub.results import stats
 
 NONSTANDARD_SWEEP = "nonstandard_sweep"
-# Settings compared where the campaign states them; n_ctx only where it pins one (the agent derives it otherwise).
-COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
-
-
-def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> list[str]:
-    """What in a submission's sweep settings differs from its campaign's, one phrase per setting; a
-    subset of the campaign's batch sizes is not a difference."""
-    differences = [
-        f"{name} {sweep.get(name)} instead of {campaign_sweep[name]}"
-        for name in COMPARED_SETTINGS
-        if name in campaign_sweep and sweep.get(name) != campaign_sweep[name]
-    ]
-    extra, wanted = sorted(sweep.get("extra_args") or []), sorted(campaign_sweep.get("extra_args") or [])
-    if extra != wanted:
-        differences.append(f"switches [{' '.join(extra)}] instead of [{' '.join(wanted)}]")
-    outside = sorted(set(sweep["batch_sizes"]) - set(campaign_sweep.get("batch_sizes", sweep["batch_sizes"])))
-    if outside:
-        differences.append(f"batch sizes {', '.join(map(str, outside))} outside the campaign's")
-    return differences
 
 
 def derive(payload: dict[str, Any], campaign_sweep: dict[str, Any]) -> list[str]:
     found = set(payload["flags"])
-    if sweep_differences(payload["sweep"], campaign_sweep):
+    if sweep_differences(payload["sweep"], campaign_sweep):  # the agent's rule, so it can warn before a run
         found.add(NONSTANDARD_SWEEP)
     machine = payload["machine"]
     if machine["power_source"] == "battery":

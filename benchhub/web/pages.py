@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from benchhub_agent.envelope import b64encode
+from benchhub_agent.sweep import sweep_differences
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -193,7 +194,7 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
         "verify_command": verify_command(request, submission),
         "quant_mix": quant_mix_rows(model.tensor_bytes_by_type),
         "sweep_differences": (
-            flags.sweep_differences(submission.sweep_settings, submission.campaign.definition["sweep"])
+            sweep_differences(submission.sweep_settings, submission.campaign.definition["sweep"])
             if flags.NONSTANDARD_SWEEP in submission.flags
             else []
         ),

@@ -149,3 +149,14 @@ def test_it_prints_the_commit_each_variant_measured() -> None:
     lines = report.status_lines(payload)
     for variant, line in zip(payload["variants"], lines, strict=False):
         assert line.startswith(f"{variant['name']} at {variant['commit'][:12]}:")
+
+
+def test_it_knows_before_a_run_which_settings_the_service_will_keep_out_of_its_cells() -> None:
+    plan = campaign.bundled("few-row-mma")
+    changed = pipeline._settings(plan, options(npp=128, batch_sizes=(1, 32)))
+    assert sweep.sweep_differences(changed.as_payload([]), plan.sweep) == [
+        "npp 128 instead of 512",
+        "batch sizes 32 outside the campaign's",
+    ]
+    subset = pipeline._settings(plan, options(batch_sizes=(1, 4)))
+    assert sweep.sweep_differences(subset.as_payload([]), plan.sweep) == []

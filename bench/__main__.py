@@ -7,6 +7,7 @@ refresh   cell refresh per submission (target 2)
 reads     read latencies, EXPLAIN and CSV memory (target 3)
 storage   bytes per submission (target 5)
 rebuild   manage.py rebuild_cells from the raw envelopes (target 4)
+agent     the agent's own time on the real CPU end to end, run twice (target 6)
 all       ingest + profile on a small state, then state/ingest/refresh/reads/storage at --size
 """
 
@@ -20,7 +21,7 @@ import sys
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/5"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = ("ingest", "profile", "state", "refresh", "reads", "storage", "rebuild", "all")
+VERBS = ("ingest", "profile", "state", "refresh", "reads", "storage", "rebuild", "agent", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -72,7 +73,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="requests per read endpoint")
     options = parser.parse_args()
 
-    from bench import ingest, reads, refresh, state, storage
+    from bench import agent_costs, ingest, reads, refresh, state, storage
+
+    if options.what == "agent":
+        agent_costs.run()
+        return
 
     def ingest_run(database: str) -> None:
         ingest.run(

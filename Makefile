@@ -8,7 +8,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint typecheck fixtures services system-deps
+.PHONY: help install run test lint typecheck fixtures services system-deps reliability bench
 
 help:  ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -47,3 +47,6 @@ typecheck: install  ## mypy over the service and the agent
 
 test: install system-deps services fixtures lint typecheck  ## the whole test suite on PostgreSQL and Redis (what CI runs)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest
+
+reliability: install services  ## the slow fault and load tests of issue 7 (worker kills, Redis/PostgreSQL outages, sustained load; ~20 min)
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest tests/reliability -m slow -s

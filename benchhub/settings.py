@@ -110,7 +110,12 @@ BENCHHUB_HIGH_SPREAD = float(os.environ.get("BENCHHUB_HIGH_SPREAD", "0.05"))
 # Throttle counters must be shared by every gunicorn worker: Redis when there is one.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # A hung Redis must not hang requests: throttles fall back to per-process counters on error.
+            "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
+        }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )

@@ -11,7 +11,16 @@ from benchhub_agent.dirs import home
 from benchhub_agent.errors import AgentError, ExitCode
 
 GEMMA = Path(os.environ.get("BENCHHUB_FIXTURES", Path.home() / ".cache/benchhub-fixtures")) / "gemma-3-270m-q4_k_m.gguf"
-needs_gemma = pytest.mark.skipif(not GEMMA.is_file(), reason="scripts/fixtures.sh has not fetched Gemma 3 270M")
+
+
+@pytest.fixture
+def _gemma_fetched() -> None:
+    """A missing fixture fails the run (never a skip reported as a pass): `make test` fetches it."""
+    if not GEMMA.is_file():
+        pytest.fail(f"{GEMMA} is missing: run `make fixtures` (scripts/fixtures.sh).")
+
+
+needs_gemma = pytest.mark.usefixtures("_gemma_fetched")
 
 
 @needs_gemma

@@ -27,10 +27,14 @@ from tests.conftest import build_payload, persona, registration_envelope, submis
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs a real Redis (REDIS_URL)"),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _real_redis() -> None:
+    """These tests run the real worker and beat: without a broker they fail, never skip."""
+    if not os.environ.get("REDIS_URL"):
+        pytest.fail("tests/server/test_processes.py needs a real Redis: set REDIS_URL (make test does).")
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:

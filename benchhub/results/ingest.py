@@ -107,11 +107,16 @@ def _previous(key: PublicKey, nonce: str, payload_sha256: str) -> IngestResult |
     """The stored answer to a retry; a refusal when the nonce or the payload bytes were used otherwise."""
     stored = Submission.objects.filter(key=key, nonce=nonce).only("id", "status", "payload_sha256").first()
     if stored is None:
-        if Submission.objects.filter(payload_sha256=payload_sha256).exists():
+        same_bytes = Submission.objects.filter(payload_sha256=payload_sha256).only("id", "status", "key", "nonce", "payload_sha256")
+        replayed = same_bytes.first()
+        if replayed is None:
+            return None
+        if replayed.key_id != key.pk or replayed.nonce != nonce:
             raise IngestError(
                 409, "payload_replayed", "These payload bytes were already submitted under another key.", "payload"
             )
-        return None
+        # A racing identical request committed between our two reads: this is a retry, not a replay.
+        stored = replayed
     if stored.payload_sha256 != payload_sha256:
         raise IngestError(409, "nonce_reused", "This key already used this nonce for a different payload.", "nonce")
     return IngestResult(str(stored.id), stored.status, created=False)

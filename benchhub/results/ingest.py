@@ -107,8 +107,8 @@ def _previous(key: PublicKey, nonce: str, payload_sha256: str) -> IngestResult |
     """The stored answer to a retry; a refusal when the nonce or the payload bytes were used otherwise."""
     stored = Submission.objects.filter(key=key, nonce=nonce).only("id", "status", "payload_sha256").first()
     if stored is None:
-        same_bytes = Submission.objects.filter(payload_sha256=payload_sha256).only("id", "status", "key", "nonce", "payload_sha256")
-        replayed = same_bytes.first()
+        fields = ("id", "status", "key", "nonce", "payload_sha256")
+        replayed = Submission.objects.filter(payload_sha256=payload_sha256).only(*fields).first()
         if replayed is None:
             return None
         if replayed.key_id != key.pk or replayed.nonce != nonce:

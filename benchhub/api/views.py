@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from django.core.cache import cache
-from django.db.models import Count, Max, QuerySet
+from django.db.models import QuerySet
 from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -29,6 +27,7 @@ from benchhub.api.manifest import manifest
 from benchhub.api.throttling import AddressThrottle
 from benchhub.results import campaigns
 from benchhub.results.models import Campaign, LeaderboardCell, Measurement, Submission
+from benchhub.results.readcache import cached_render, cells_version
 
 
 class NewestFirst(CursorPagination):
@@ -154,23 +153,21 @@ _timestamp = DateTimeField()
 
 
 def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], params: Mapping[str, str]) -> bytes:
-    """Thousands of rows per campaign: read as tuples, not model instances, rendered once and kept in
-    the cache under the cells' version (their count and newest update), so a changed cell is never
-    served stale and an unchanged board costs two small queries."""
-    version = cells.aggregate(count=Count("id"), newest=Max("updated_at"))
+    """Thousands of rows per campaign: read as tuples, not model instances, rendered once per
+    version of the cells (readcache), so a changed cell is never served stale and an unchanged board
+    costs two small queries."""
     filtered = sorted((name, params[name]) for name in CELL_FILTERS if params.get(name))
-    key = "leaderboard:" + hashlib.sha256(repr((campaign.pk, filtered, version)).encode()).hexdigest()
-    body: bytes | None = cache.get(key)
-    if body is None:
+
+    def render() -> bytes:
         rows = []
         ordered = cells.order_by("chip", "gpu_cores", "quant", "batch_size", "variant")
         for values in ordered.values_list(*LEADERBOARD_FIELDS):
             row = dict(zip(LEADERBOARD_FIELDS, values, strict=True))
             row["updated_at"] = _timestamp.to_representation(row["updated_at"])
             rows.append(row)
-        body = JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
-        cache.set(key, body, timeout=600)
-    return body
+        return JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
+
+    return cached_render("leaderboard", (campaign.pk, filtered, cells_version(cells)), render)
 
 
 class CampaignListView(APIView):

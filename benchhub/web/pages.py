@@ -22,6 +22,9 @@ from benchhub.web.charts import Point, Series
 from benchhub.web.leaderboard import chip_slug, format_change, format_tps
 
 PAGE_SIZE = 50
+# Columns a submissions list never shows: JSON, decoded per row (five per row, most of the list's
+# CPU while they were read).
+LIST_DEFERRED = ("flags", "llama_cpp", "sweep_settings", "campaign__definition", "model_file__tensor_bytes_by_type")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ def _cursor_filter(cursor: str) -> Q | None:
 
 
 def page_of(request: HttpRequest, queryset: QuerySet[Submission]) -> Slice:
+    queryset = queryset.select_related("campaign", "model_file").defer(*LIST_DEFERRED)
     cursor = request.GET.get("before", "")
     condition = _cursor_filter(cursor) if cursor else None
     if condition is not None:

@@ -1,18 +1,23 @@
 """Server-rendered pages. Leaderboard, chip and compare pages read precomputed LeaderboardCell and
-ReferenceRow rows only; submission and contributor pages read one submission's or one contributor's
-own rows, with bounded page sizes."""
+ReferenceRow rows only, and the leaderboard and chip pages render their boards once per version of
+those rows (results/readcache.py); submission and contributor pages read one submission's or one
+contributor's own rows, with bounded page sizes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import Contributor
 from benchhub.results.models import Campaign, LeaderboardCell, Submission
+from benchhub.results.readcache import cached_render, cells_version
 from benchhub.web import charts
 from benchhub.web.leaderboard import (
     CellRow,
@@ -25,7 +30,7 @@ from benchhub.web.leaderboard import (
     speedup_series,
     throughput_series,
 )
-from benchhub.web.models import ReferenceRow
+from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
 
 FIRST_CAMPAIGN = "mv-ext-iquants"
@@ -94,15 +99,31 @@ def _cells(campaign: CampaignChoice, **filters: Any) -> list[CellRow]:
     return cell_rows(campaign__slug=campaign.slug, **filters) if campaign.live else []
 
 
-@require_safe
-def home(request: HttpRequest) -> HttpResponse:
-    choices = campaign_choices()
-    if not choices:
-        return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
-    campaign = pick_campaign(choices, request.GET.get("campaign"))
-    variant = compared_variant(campaign, request.GET.get("variant"))
+PublishedRows = tuple[Mapping[str, Any], ...]
+
+
+def published_rows(rows: ReferenceRowQuerySet) -> PublishedRows:
+    """Published rows, every field: a cached board is keyed on their content, since they are few
+    and load_reference_rows updates them in place."""
+    return tuple(rows.values())
+
+
+def _references(published: PublishedRows) -> list[ReferenceRow]:
+    return [ReferenceRow(**row) for row in published]
+
+
+@dataclass(frozen=True)
+class RenderedBoard:
+    """The part of a page drawn from cells and published rows, rendered once per version of them;
+    the page around it (forms, query parameters, lists) is rendered per request."""
+
+    html: SafeString
+    has_charts: bool
+
+
+def _home_board(campaign: CampaignChoice, variant: str, published: PublishedRows) -> RenderedBoard:
     cells = _cells(campaign)
-    references = list(ReferenceRow.objects.for_campaign(campaign.slug))
+    references = _references(published)
     board = build_board(cells, references, campaign.baseline, campaign.variants)
     sections = [
         QuantSection(
@@ -121,15 +142,34 @@ def home(request: HttpRequest) -> HttpResponse:
     ]
     coverage_rows, other_chips = coverage(c.chip for c in cells if c.n_submissions)
     context = {
+        "campaign": campaign,
+        "sections": sections,
+        "coverage": coverage_rows,
+        "other_chips": other_chips,
+        "has_crowd_rows": any(c.n_submissions for c in cells),
+    }
+    return RenderedBoard(render_to_string("web/_home_board.html", context), bool(sections))
+
+
+@require_safe
+def home(request: HttpRequest) -> HttpResponse:
+    choices = campaign_choices()
+    if not choices:
+        return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
+    campaign = pick_campaign(choices, request.GET.get("campaign"))
+    variant = compared_variant(campaign, request.GET.get("variant"))
+    version = cells_version(LeaderboardCell.objects.filter(campaign__slug=campaign.slug)) if campaign.live else None
+    published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
+    board = cached_render(
+        "home", (campaign, variant, version, published), lambda: _home_board(campaign, variant, published)
+    )
+    context = {
         "page": Page("Leaderboard"),
         "campaigns": choices,
         "campaign": campaign,
         "variant": variant,
-        "sections": sections,
-        "charts": [section.chart for section in sections],
-        "coverage": coverage_rows,
-        "other_chips": other_chips,
-        "has_crowd_rows": any(c.n_submissions for c in cells),
+        "board": board.html,
+        "charts": board.has_charts,  # base.html loads plotly.js only for pages with charts
     }
     return render(request, "web/home.html", context)
 
@@ -144,22 +184,19 @@ class ChipSection:
 def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | None]]:
     """Chips with a page: crowd cells' chips, plus (for chip pages) those known only from
     published rows."""
-    known = set(LeaderboardCell.objects.values_list("chip", "gpu_cores").distinct())
+    # order_by(): a default ordering's columns would join the DISTINCT, one row per cell, not per chip.
+    known = set(LeaderboardCell.objects.order_by().values_list("chip", "gpu_cores").distinct())
     if with_published:
-        known |= set(ReferenceRow.objects.values_list("chip", "gpu_cores").distinct())
+        known |= set(ReferenceRow.objects.order_by().values_list("chip", "gpu_cores").distinct())
     return {chip_slug(chip, cores): (chip, cores) for chip, cores in known}
 
 
-@require_safe
-def chip(request: HttpRequest, slug: str) -> HttpResponse:
-    found = chips_by_slug().get(slug)
-    if found is None:
-        raise Http404("No results for this chip yet.")
-    name, cores = found
+def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], published: PublishedRows) -> RenderedBoard:
     sections = []
-    for campaign in campaign_choices():
+    every_reference = _references(published)
+    for campaign in choices:
         cells = _cells(campaign, chip=name, gpu_cores=cores)
-        references = list(ReferenceRow.objects.for_campaign(campaign.slug).for_chip(name, cores))
+        references = [ref for ref in every_reference if ref.campaign_slug == campaign.slug]
         if not cells and not references:
             continue
         board = build_board(cells, references, campaign.baseline, campaign.variants)
@@ -177,15 +214,31 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
             if group.rows
         ]
         sections.append(ChipSection(campaign, board, chart_list))
+    html = render_to_string("web/_chip_board.html", {"sections": sections})
+    return RenderedBoard(html, any(section.charts for section in sections))
+
+
+@require_safe
+def chip(request: HttpRequest, slug: str) -> HttpResponse:
+    found = chips_by_slug().get(slug)
+    if found is None:
+        raise Http404("No results for this chip yet.")
+    name, cores = found
+    choices = campaign_choices()
+    version = cells_version(LeaderboardCell.objects.filter(chip=name, gpu_cores=cores))
+    published = published_rows(ReferenceRow.objects.for_chip(name, cores))
+    board = cached_render(
+        "chip", (name, cores, choices, version, published), lambda: _chip_board(name, cores, choices, published)
+    )
     submissions = Submission.objects.public().filter(machine__chip=name, machine__gpu_cores=cores)
     context = {
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,
         "slug": slug,
-        "sections": sections,
-        "charts": [chart for section in sections for chart in section.charts],
-        "submissions": page_of(request, submissions.select_related("contributor", "model_file", "campaign")),
+        "board": board.html,
+        "charts": board.has_charts,  # base.html loads plotly.js only for pages with charts
+        "submissions": page_of(request, submissions.select_related("contributor")),
     }
     return render(request, "web/chip.html", context)
 
@@ -215,7 +268,7 @@ def contributor(request: HttpRequest, handle: str) -> HttpResponse:
         "page": Page(person.handle),
         "person": person,
         "keys": list(person.keys.all()),
-        "submissions": page_of(request, submissions.select_related("machine", "model_file", "campaign")),
+        "submissions": page_of(request, submissions.select_related("machine")),
     }
     return render(request, "web/contributor.html", context)
 

@@ -1,5 +1,6 @@
 """The fast read paths answer exactly what the slow ones did: the cached leaderboard follows every
-refreshed cell, and the CSV built from plain values matches the JSON list row for row."""
+refreshed cell and is still answered while the cache is unreachable, and the CSV built from plain
+values matches the JSON list row for row. (The pages' cached boards: tests/web/test_cached_pages.py.)"""
 
 from __future__ import annotations
 
@@ -41,6 +42,23 @@ def test_it_never_serves_a_cached_leaderboard_after_a_cell_changed(
     second = _speedup(client)
     assert second != first
     assert second[0][1] == 2
+
+
+def test_it_answers_the_leaderboard_while_the_cache_is_unreachable(
+    client: Client, api: Api, ada: envelope.Signer, settings: Any
+) -> None:
+    _submit(api, ada, 209.75)
+    served = client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants"})
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+            "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
+        }
+    }
+    unreachable = client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants"})
+    assert unreachable.status_code == served.status_code == 200
+    assert unreachable.content == served.content
 
 
 def test_it_exports_the_same_values_as_the_json_list(client: Client, api: Api, ada: envelope.Signer) -> None:

@@ -1,0 +1,97 @@
+"""The home and chip pages serve their boards from the cache under the cells' version: what they
+serve is what they would render without the cache, a refreshed cell shows at once, the parts read
+per request (query parameters, the submissions list) still change the page, and an unreachable
+cache costs nothing but the render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from benchhub.results.models import Campaign, Submission
+from benchhub.web import demo
+
+from .helpers import IQ3, M1, ingest_runs, page_text
+
+pytestmark = pytest.mark.django_db
+
+CHIP_PAGE = "/chips/apple-m1-8c/"
+UNCACHED = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+UNREACHABLE = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+        "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
+    }
+}
+
+
+def _get(client: Client, url: str, **params: str) -> tuple[str, int]:
+    """The page's text and how many queries it took."""
+    with CaptureQueriesContext(connection) as queries:
+        text = page_text(client.get(url, params))
+    return text, len(queries)
+
+
+def _table(text: str, caption: str) -> str:
+    start = text.index(caption)
+    return text[start : text.index("</table>", start)]
+
+
+@pytest.mark.parametrize("url", ["/", CHIP_PAGE])
+def test_it_serves_from_the_cache_the_page_it_would_render_without_it(
+    client: Client, small_site: list[Submission], settings: Any, url: str
+) -> None:
+    rendered, rendering_queries = _get(client, url)
+    cached, cached_queries = _get(client, url)
+    assert cached_queries < rendering_queries  # the second board came from the cache: no cells read
+    settings.CACHES = UNCACHED
+    uncached, _ = _get(client, url)
+    assert cached == rendered == uncached
+
+
+def test_it_shows_a_refreshed_cell_on_the_home_and_chip_pages_at_once(
+    client: Client, small_site: list[Submission], live_campaign: Campaign
+) -> None:
+    m1_iq3 = "Apple M1 (8-core GPU)</a> · IQ3_XXS"
+    home, chip = page_text(client.get("/")), page_text(client.get(CHIP_PAGE))
+    assert page_text(client.get("/")) == home  # served again, from the cache
+    assert "n=2, 2 contributors" not in _table(home, m1_iq3)
+
+    ingest_runs(live_campaign, [demo.DemoRun("demo-dina", M1, IQ3, 1, demo.Trouble())])
+
+    for before, after in ((home, page_text(client.get("/"))), (chip, page_text(client.get(CHIP_PAGE)))):
+        assert "n=2, 2 contributors" in _table(after, m1_iq3)  # 01+02: chen's run and dina's
+        assert _table(after, m1_iq3) != _table(before, m1_iq3)
+
+
+def test_it_still_reads_query_parameters_and_the_submissions_list_per_request(
+    client: Client, small_site: list[Submission]
+) -> None:
+    first, second = page_text(client.get("/")), page_text(client.get("/", {"variant": "01+02"}))
+    assert "IQ2_XXS: 01 over upstream, by chip" in first
+    assert "IQ2_XXS: 01+02 over upstream, by chip" in second
+    assert '<option value="01+02" selected>' in second
+    assert "IQ2_XXS: 01 over upstream, by chip" in page_text(client.get("/"))
+    assert "38.6→120 (+210%)" not in first
+    assert "38.6→120 (+210%)" in page_text(client.get("/", {"campaign": "few-row-mma"}))  # its published rows
+
+    m1 = sorted((s for s in small_site if s.machine.chip == M1.chip), key=lambda s: (s.received_at, s.pk))
+    newest, older = m1[-1], m1[0]
+    page_text(client.get(CHIP_PAGE))  # the board is cached now
+    listed = page_text(client.get(CHIP_PAGE, {"before": f"{newest.received_at.isoformat()}~{newest.pk}"}))
+    assert f"/submissions/{newest.pk}/" not in listed
+    assert f"/submissions/{older.pk}/" in listed
+
+
+@pytest.mark.parametrize("url", ["/", CHIP_PAGE])
+def test_it_renders_the_pages_while_the_cache_is_unreachable(
+    client: Client, small_site: list[Submission], settings: Any, url: str
+) -> None:
+    served = page_text(client.get(url))
+    settings.CACHES = UNREACHABLE
+    assert page_text(client.get(url)) == served

@@ -2,17 +2,22 @@
 twice, or after a crash, gives the same cells.
 
 All cells a submission touches share its campaign, chip, GPU core count and quant (one machine,
-one model): a "group". A refresh reads the group's rows in one indexed query and writes its cells
-in one statement per kind of change, instead of a query pair per cell.
+one model): a "group". A refresh recomputes a whole group: one indexed read (grouped per cell
+inside the database, so Python receives one row per cell, not one per submission), one DELETE and
+one INSERT of its cells, and one UPDATE marking every submission that was waiting for the group as
+refreshed. Refreshes are queued per group, not per submission, so a burst of submissions into one
+group costs one refresh (tasks.queue_refresh).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Aggregate, Count, Field, Q, QuerySet
 from django.utils import timezone
 
 from benchhub.results import stats
@@ -20,18 +25,7 @@ from benchhub.results.models import LeaderboardCell, Measurement, Submission
 
 # (variant, batch size) within a group
 CellName = tuple[str, int]
-ROW_FIELDS = ("variant_name", "batch_size", "tg_tps", "baseline_tg_tps", "speedup", "contributor_id", "excluded_reason")
-VALUE_FIELDS = (
-    "tg_tps",
-    "baseline_tg_tps",
-    "speedup",
-    "ci_low",
-    "ci_high",
-    "n_submissions",
-    "n_contributors",
-    "n_excluded_correctness",
-    "n_excluded_degenerate",
-)
+INCLUDED = Q(excluded_reason=Measurement.Excluded.NONE, speedup__isnull=False, baseline_tg_tps__isnull=False)
 
 
 @dataclass(frozen=True)
@@ -51,6 +45,29 @@ class Group:
     def filter(self) -> dict[str, object]:
         return {"campaign_id": self.campaign_id, "chip": self.chip, "gpu_cores": self.gpu_cores, "quant": self.quant}
 
+    def task_args(self) -> tuple[int, str, int | None, str]:
+        return (self.campaign_id, self.chip, self.gpu_cores, self.quant)
+
+    @classmethod
+    def of(cls, submission: Submission) -> Group:
+        """The group of every cell the submission touches (measurements copy these four facts)."""
+        return cls(
+            submission.campaign_id,
+            submission.machine.chip,
+            submission.machine.gpu_cores,
+            submission.model_file.file_type,
+        )
+
+    def waiting_submissions(self) -> QuerySet[Submission]:
+        """Submissions of the group whose measurements are not yet in its cells."""
+        return Submission.objects.filter(
+            cells_refreshed_at__isnull=True,
+            campaign_id=self.campaign_id,
+            machine__chip=self.chip,
+            machine__gpu_cores=self.gpu_cores,
+            model_file__file_type=self.quant,
+        )
+
 
 def _lock(group: Group) -> None:
     """Serialise refreshes of one group, so a slow refresh can never overwrite a newer one with an
@@ -60,80 +77,103 @@ def _lock(group: Group) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [group.lock_id()])
 
 
-def _values(rows: list[tuple[float, float | None, float | None, int, str]]) -> dict[str, object]:
-    included = [
-        stats.PairedSample(tg, baseline, speedup, contributor)
-        for tg, baseline, speedup, contributor, excluded in rows
-        if not excluded and speedup is not None and baseline is not None
-    ]
-    aggregate = stats.aggregate(included)
+class ListAgg(Aggregate):
+    """The grouped rows' values as a list: array_agg on PostgreSQL, json_group_array on SQLite."""
+
+    function = "ARRAY_AGG"
+    output_field = Field()  # no conversion: a list from psycopg, a JSON text from SQLite
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        return super().as_sql(compiler, connection, function="JSON_GROUP_ARRAY", **extra_context)
+
+    @staticmethod
+    def values(stored: list[Any] | str | None) -> list[Any]:
+        return json.loads(stored) if isinstance(stored, str) else stored or []
+
+
+@dataclass(frozen=True)
+class CellInputs:
+    samples: stats.CellSamples
+    n_excluded_correctness: int
+    n_excluded_degenerate: int
+
+
+def _read_group(group: Group) -> dict[CellName, CellInputs]:
+    """Every cell's inputs, grouped per cell inside the database (one row per cell reaches Python,
+    not one per submission): the included submissions' values, the excluded ones counted."""
+    per_cell = (
+        Measurement.objects.filter(**group.filter())
+        .exclude(excluded_reason=Measurement.Excluded.HIDDEN)
+        .order_by()
+        .values("variant_name", "batch_size")
+        .annotate(
+            tg_values=ListAgg("tg_tps", filter=INCLUDED),
+            baseline_values=ListAgg("baseline_tg_tps", filter=INCLUDED),
+            speedup_values=ListAgg("speedup", filter=INCLUDED),
+            contributor_values=ListAgg("contributor_id", filter=INCLUDED),
+            n_correctness=Count("batch_size", filter=Q(excluded_reason=Measurement.Excluded.CORRECTNESS_FAILED)),
+            n_degenerate=Count("batch_size", filter=Q(excluded_reason=Measurement.Excluded.DEGENERATE_OUTPUT)),
+        )
+    )
     return {
-        "tg_tps": aggregate.tg_tps if aggregate else None,
-        "baseline_tg_tps": aggregate.baseline_tg_tps if aggregate else None,
-        "speedup": aggregate.speedup if aggregate else None,
-        "ci_low": aggregate.ci_low if aggregate else None,
-        "ci_high": aggregate.ci_high if aggregate else None,
-        "n_submissions": aggregate.n_submissions if aggregate else 0,
-        "n_contributors": aggregate.n_contributors if aggregate else 0,
-        "n_excluded_correctness": sum(row[4] == Measurement.Excluded.CORRECTNESS_FAILED for row in rows),
-        "n_excluded_degenerate": sum(row[4] == Measurement.Excluded.DEGENERATE_OUTPUT for row in rows),
+        (row["variant_name"], row["batch_size"]): CellInputs(
+            stats.CellSamples(
+                ListAgg.values(row["tg_values"]),
+                ListAgg.values(row["baseline_values"]),
+                ListAgg.values(row["speedup_values"]),
+                ListAgg.values(row["contributor_values"]),
+            ),
+            row["n_correctness"],
+            row["n_degenerate"],
+        )
+        for row in per_cell
     }
 
 
+def _cell(group: Group, name: CellName, inputs: CellInputs) -> LeaderboardCell:
+    aggregate = stats.aggregate(inputs.samples)
+    return LeaderboardCell(
+        **group.filter(),
+        variant=name[0],
+        batch_size=name[1],
+        tg_tps=aggregate.tg_tps if aggregate else None,
+        baseline_tg_tps=aggregate.baseline_tg_tps if aggregate else None,
+        speedup=aggregate.speedup if aggregate else None,
+        ci_low=aggregate.ci_low if aggregate else None,
+        ci_high=aggregate.ci_high if aggregate else None,
+        n_submissions=aggregate.n_submissions if aggregate else 0,
+        n_contributors=aggregate.n_contributors if aggregate else 0,
+        n_excluded_correctness=inputs.n_excluded_correctness,
+        n_excluded_degenerate=inputs.n_excluded_degenerate,
+    )
+
+
 @transaction.atomic
-def refresh_group(group: Group, only: set[CellName] | None = None) -> int:
-    """Recompute the group's cells named in `only` (all of them when None); returns how many."""
+def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
+    """Recompute every cell of the group and mark the submissions that waited for it as refreshed;
+    returns the number of cells. With only_if_waiting, a group nobody waits for is left alone
+    (a duplicate or late refresh message costs one query)."""
     _lock(group)
-    measurements = Measurement.objects.filter(**group.filter()).exclude(excluded_reason=Measurement.Excluded.HIDDEN)
-    cells = LeaderboardCell.objects.filter(**group.filter())
-    if only is not None:
-        variants, sizes = {name for name, _ in only}, {size for _, size in only}
-        measurements = measurements.filter(variant_name__in=variants, batch_size__in=sizes)
-        cells = cells.filter(variant__in=variants, batch_size__in=sizes)
-    rows: dict[CellName, list[tuple[float, float | None, float | None, int, str]]] = defaultdict(list)
-    for variant, size, *values in measurements.values_list(*ROW_FIELDS):
-        rows[(variant, size)].append(tuple(values))
-    wanted = set(rows) if only is None else only
-    existing = {(cell.variant, cell.batch_size): cell for cell in cells}
-    now = timezone.now()
-    changed, created = [], []
-    for name in wanted:
-        if name not in rows:
-            continue
-        values = _values(rows[name])
-        cell = existing.get(name)
-        if cell is None:
-            cell = LeaderboardCell(**group.filter(), variant=name[0], batch_size=name[1])
-            created.append(cell)
-        else:
-            changed.append(cell)
-        for field, value in values.items():
-            setattr(cell, field, value)
-        cell.updated_at = now
-    gone = [cell.pk for name, cell in existing.items() if name in wanted and name not in rows]
-    if only is None:
-        gone += [cell.pk for name, cell in existing.items() if name not in rows]
-    LeaderboardCell.objects.filter(pk__in=gone).delete()
-    for cell in changed:
-        # One small UPDATE each: bulk_update's CASE expressions cost ~200 ms of Python per 27 cells.
-        cell.save(update_fields=[*VALUE_FIELDS, "updated_at"])
-    LeaderboardCell.objects.bulk_create(created)
-    return len(wanted)
+    # Read before the measurements: every submission listed here has committed, so its rows are in
+    # the read below. One that commits in between is read but stays waiting: its own queued
+    # refresh runs again, never the other way round (marked refreshed but missing from the cells).
+    waiting = list(group.waiting_submissions().values_list("pk", flat=True))
+    if only_if_waiting and not waiting:
+        return 0
+    inputs = _read_group(group)
+    LeaderboardCell.objects.filter(**group.filter()).delete()
+    LeaderboardCell.objects.bulk_create([_cell(group, name, cell_inputs) for name, cell_inputs in inputs.items()])
+    if waiting:
+        Submission.objects.filter(pk__in=waiting).update(cells_refreshed_at=timezone.now())
+    return len(inputs)
 
 
 def refresh_submission_cells(submission_id: str) -> int:
-    """Refresh every cell the submission touches, then mark it refreshed. Returns the cell count."""
-    submission = Submission.objects.filter(pk=submission_id).first()
+    """Refresh the group of cells the submission touches (and so mark it refreshed)."""
+    submission = Submission.objects.select_related("machine", "model_file").filter(pk=submission_id).first()
     if submission is None:
         return 0
-    by_group: dict[Group, set[CellName]] = defaultdict(set)
-    for campaign, chip, cores, quant, variant, size in submission.measurements.values_list(
-        "campaign_id", "chip", "gpu_cores", "quant", "variant_name", "batch_size"
-    ):
-        by_group[Group(campaign, chip, cores, quant)].add((variant, size))
-    count = sum(refresh_group(group, names) for group, names in sorted(by_group.items(), key=lambda g: g[0].sort_key()))
-    Submission.objects.filter(pk=submission_id).update(cells_refreshed_at=timezone.now())
-    return count
+    return refresh_group(Group.of(submission))
 
 
 def refresh_all_cells() -> int:
@@ -141,10 +181,12 @@ def refresh_all_cells() -> int:
     time (memory bounded by the largest group, not by the table)."""
     groups = {
         Group(*values)
-        for values in Measurement.objects.values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
+        for values in Measurement.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
     }
     count = sum(refresh_group(group) for group in sorted(groups, key=Group.sort_key))
-    for values in LeaderboardCell.objects.values_list("campaign_id", "chip", "gpu_cores", "quant").distinct():
+    for values in (
+        LeaderboardCell.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
+    ):
         if Group(*values) not in groups:
             LeaderboardCell.objects.filter(**Group(*values).filter()).delete()
     return count

@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
-from benchhub.results import campaigns, flags, storage
+from benchhub.results import campaigns, cells, flags, storage, tasks
 from benchhub.results.models import Campaign, RawEnvelope, Submission
 
 __all__ = ["IngestError", "IngestResult", "Registration", "VerifiedEnvelope", "ingest_submission", "register"]
@@ -191,5 +191,6 @@ def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: 
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
     )
     storage.store_rows(submission, payload)
-    transaction.on_commit(lambda: storage.queue_cell_refresh(str(submission.id)))
+    group = cells.Group.of(submission)
+    transaction.on_commit(lambda: tasks.queue_refresh(group))
     return submission

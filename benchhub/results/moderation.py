@@ -8,9 +8,10 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
 from benchhub.accounts.models import ModerationEvent, PublicKey
+from benchhub.results.cells import Group
 from benchhub.results.measurements import rebuild_measurements
 from benchhub.results.models import Submission
-from benchhub.results.storage import queue_cell_refresh
+from benchhub.results.tasks import queue_refresh
 
 Actor = User | AnonymousUser
 
@@ -38,8 +39,8 @@ def set_hidden(submissions: Iterable[Submission], hidden: bool, actor: Actor, re
             submission.save(update_fields=["hidden", "cells_refreshed_at"])
             rebuild_measurements(submission)
             _audit(actor, action, str(submission.id), reason)
-            submission_id = str(submission.id)
-            transaction.on_commit(lambda submission_id=submission_id: queue_cell_refresh(submission_id))  # type: ignore[misc]
+            group = Group.of(submission)
+            transaction.on_commit(lambda group=group: queue_refresh(group))  # type: ignore[misc]
         changed += 1
     return changed
 

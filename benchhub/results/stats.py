@@ -80,27 +80,27 @@ class CellStats:
 
 
 @dataclass(frozen=True)
-class PairedSample:
-    """One submission's numbers for one cell."""
+class CellSamples:
+    """The included submissions' numbers for one cell, column by column: position i of every
+    column is submission i (a paired sample: its throughput, its baseline's, their ratio)."""
 
-    tg_tps: float
-    baseline_tg_tps: float
-    speedup: float
-    contributor: int
+    tg_tps: Sequence[float]
+    baseline_tg_tps: Sequence[float]
+    speedup: Sequence[float]
+    contributors: Sequence[int]
 
 
-def aggregate(samples: Sequence[PairedSample]) -> CellStats | None:
+def aggregate(samples: CellSamples) -> CellStats | None:
     """Medians across submissions and the interval of the median speedup; None for no samples."""
-    if not samples:
+    if not samples.speedup:
         return None
-    speedups = [sample.speedup for sample in samples]
-    ci_low, ci_high = median_interval(speedups)
+    ci_low, ci_high = median_interval(samples.speedup)
     return CellStats(
-        tg_tps=median([sample.tg_tps for sample in samples]),
-        baseline_tg_tps=median([sample.baseline_tg_tps for sample in samples]),
-        speedup=median(speedups),
+        tg_tps=median(samples.tg_tps),
+        baseline_tg_tps=median(samples.baseline_tg_tps),
+        speedup=median(samples.speedup),
         ci_low=ci_low,
         ci_high=ci_high,
-        n_submissions=len(samples),
-        n_contributors=len({sample.contributor for sample in samples}),
+        n_submissions=len(samples.speedup),
+        n_contributors=len(set(samples.contributors)),
     )

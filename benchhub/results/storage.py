@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from benchhub_agent import envelope
@@ -22,8 +22,6 @@ from benchhub.results.models import (
     SweepRow,
     SweepRun,
 )
-
-logger = logging.getLogger(__name__)
 
 MACHINE_IDENTITY = (
     "os",
@@ -67,75 +65,125 @@ def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
     store_many([(submission, payload)])
 
 
+@dataclass(frozen=True)
+class NormalisedRows:
+    """A submission's normalised rows as column values, before the database gives them ids:
+    children name their variant, and each sweep run carries its rows. The one derivation of
+    these rows from a payload, written by the ORM (`store_many`) and by COPY (results/bulk.py)."""
+
+    variants: list[dict[str, Any]]  # in position order
+    runs: list[tuple[str, dict[str, Any], list[dict[str, Any]]]]  # (variant, run, its sweep rows)
+    correctness: list[tuple[str, dict[str, Any]]]  # (variant, check)
+    generation: list[tuple[str, dict[str, Any]]]  # (variant, check)
+    measurements: list[dict[str, Any]]  # each names its variant in variant_name
+
+
+def normalised_rows(submission: measurements.SubmissionFacts, payload: dict[str, Any]) -> NormalisedRows:
+    return NormalisedRows(
+        variants=[
+            {
+                "position": position,
+                "name": variant["name"],
+                "commit": variant["commit"],
+                "patches": variant["patches"],
+                "env": variant["env"],
+            }
+            for position, variant in enumerate(payload["variants"])
+        ],
+        runs=[
+            (
+                run["variant"],
+                {"rep": run["rep"], "seq": run["seq"], "exit_code": run["exit_code"]},
+                [
+                    {
+                        "batch_size": row["batch_size"],
+                        "pp_tps": row["pp_tps"],
+                        "tg_tps": row["tg_tps"],
+                        "t_pp_s": row["t_pp_s"],
+                        "t_tg_s": row["t_tg_s"],
+                    }
+                    for row in run["rows"]
+                ],
+            )
+            for run in payload["sweep"]["runs"]
+        ],
+        correctness=[
+            (
+                check["variant"],
+                {
+                    "tool": check["tool"],
+                    "op": check["op"],
+                    "backend": check["backend"],
+                    "status": check["status"],
+                    "passed": check["passed"],
+                    "failed": check["failed"],
+                    "reason": check.get("reason", ""),
+                },
+            )
+            for check in payload["correctness"]
+        ],
+        generation=[
+            (
+                check["variant"],
+                {
+                    "prompt_id": check["prompt_id"],
+                    "n_tokens": check["n_tokens"],
+                    "output_sha256": check["output_sha256"],
+                    "degenerate": check["degenerate"],
+                    "repetition_score": check["repetition_score"],
+                    "identical_to_baseline": check["identical_to_baseline"],
+                },
+            )
+            for check in payload["generation"]
+        ],
+        measurements=measurements.measurement_fields(
+            submission, _variant_facts(payload), _samples(payload["sweep"]["runs"])
+        ),
+    )
+
+
 def store_many(received: list[tuple[Submission, dict[str, Any]]]) -> None:
-    """Variants, sweep runs and rows, checks, then the derived measurements of every submission
-    given: one INSERT per table for all of them (ingest passes one, rebuilds pass hundreds), and the
-    measurements derived from the payloads in hand rather than read back."""
-    variants = SubmissionVariant.objects.bulk_create(
-        SubmissionVariant(
-            submission=submission,
-            position=position,
-            name=variant["name"],
-            commit=variant["commit"],
-            patches=variant["patches"],
-            env=variant["env"],
-        )
+    """The normalised rows of every submission given, through the ORM: one INSERT per table for
+    all of them (ingest passes one, a rebuild on SQLite hundreds), the measurements derived from
+    the payloads in hand rather than read back."""
+    rows = [
+        (submission, normalised_rows(measurements.SubmissionFacts.of(submission), payload))
         for submission, payload in received
-        for position, variant in enumerate(payload["variants"])
+    ]
+    variants = SubmissionVariant.objects.bulk_create(
+        SubmissionVariant(submission=submission, **fields)
+        for submission, normalised in rows
+        for fields in normalised.variants
     )
     by_name = {(variant.submission_id, variant.name): variant for variant in variants}
-    runs = [(submission, run) for submission, payload in received for run in payload["sweep"]["runs"]]
+    runs = [(submission, *run) for submission, normalised in rows for run in normalised.runs]
     sweep_runs = SweepRun.objects.bulk_create(
-        SweepRun(
-            submission=submission,
-            variant=by_name[(submission.pk, run["variant"])],
-            rep=run["rep"],
-            seq=run["seq"],
-            exit_code=run["exit_code"],
-        )
-        for submission, run in runs
+        SweepRun(submission=submission, variant=by_name[(submission.pk, variant)], **fields)
+        for submission, variant, fields, _ in runs
     )
     SweepRow.objects.bulk_create(
-        SweepRow(run=sweep_run, **row)
-        for sweep_run, (_, run) in zip(sweep_runs, runs, strict=True)
-        for row in run["rows"]
+        SweepRow(run=sweep_run, **fields)
+        for sweep_run, (*_, sweep_rows) in zip(sweep_runs, runs, strict=True)
+        for fields in sweep_rows
     )
     CorrectnessCheck.objects.bulk_create(
-        CorrectnessCheck(
-            submission=submission,
-            variant=by_name[(submission.pk, check["variant"])],
-            tool=check["tool"],
-            op=check["op"],
-            backend=check["backend"],
-            status=check["status"],
-            passed=check["passed"],
-            failed=check["failed"],
-            reason=check.get("reason", ""),
-        )
-        for submission, payload in received
-        for check in payload["correctness"]
+        CorrectnessCheck(submission=submission, variant=by_name[(submission.pk, variant)], **fields)
+        for submission, normalised in rows
+        for variant, fields in normalised.correctness
     )
     GenerationCheck.objects.bulk_create(
-        GenerationCheck(
-            submission=submission,
-            variant=by_name[(submission.pk, check["variant"])],
-            **{name: value for name, value in check.items() if name != "variant"},
-        )
-        for submission, payload in received
-        for check in payload["generation"]
+        GenerationCheck(submission=submission, variant=by_name[(submission.pk, variant)], **fields)
+        for submission, normalised in rows
+        for variant, fields in normalised.generation
     )
     Measurement.objects.bulk_create(
-        measurement
-        for submission, payload in received
-        for measurement in measurements.derive(
-            submission,
-            _variant_facts([by_name[(submission.pk, v["name"])] for v in payload["variants"]], payload),
-            _samples(payload["sweep"]["runs"]),
-        )
+        Measurement(submission=submission, variant=by_name[(submission.pk, fields["variant_name"])], **fields)
+        for submission, normalised in rows
+        for fields in normalised.measurements
     )
 
 
-def _variant_facts(variants: list[SubmissionVariant], payload: dict[str, Any]) -> list[measurements.VariantFacts]:
+def _variant_facts(payload: dict[str, Any]) -> list[measurements.VariantFacts]:
     statuses: dict[str, list[str]] = defaultdict(list)
     for check in payload["correctness"]:
         statuses[check["variant"]].append(check["status"])
@@ -145,9 +193,11 @@ def _variant_facts(variants: list[SubmissionVariant], payload: dict[str, Any]) -
             degenerate[check["variant"]].add(check["prompt_id"])
     return [
         measurements.VariantFacts(
-            variant, measurements.correctness_status(statuses[variant.name]), frozenset(degenerate[variant.name])
+            variant["name"],
+            measurements.correctness_status(statuses[variant["name"]]),
+            frozenset(degenerate[variant["name"]]),
         )
-        for variant in variants
+        for variant in payload["variants"]
     ]
 
 
@@ -168,13 +218,3 @@ def stored_payload(body: bytes) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise envelope.EnvelopeError("bad_payload", "Payload must be a JSON object.", "payload")
     return payload
-
-
-def queue_cell_refresh(submission_id: str) -> None:
-    """Best effort: if the broker is down the submission stays unrefreshed and the sweeper retries."""
-    from benchhub.results.tasks import refresh_cells_for_submission
-
-    try:
-        refresh_cells_for_submission.delay(submission_id)
-    except Exception:  # the broker's errors vary by transport; losing the enqueue is recoverable
-        logger.exception("could not queue the cell refresh of submission %s", submission_id)

@@ -1,34 +1,82 @@
-"""Thin Celery tasks taking ids. Each is idempotent (acks_late may run it twice) and each is also
-reachable from a management command (refresh_cells, rebuild_cells)."""
+"""Thin Celery tasks taking plain values. Each is idempotent (acks_late may run it twice) and each
+is also reachable from a management command (refresh_cells, rebuild_cells).
+
+Refreshes are queued per cell group, at most one waiting message per group: a submission arriving
+while its group's refresh is already queued adds nothing to the queue, and that refresh, when it
+runs, takes every submission waiting for the group. The marker is dropped when the refresh starts,
+so a submission committed after that queues the next one. The durable record of what still needs
+a refresh is `Submission.cells_refreshed_at IS NULL`, which the sweeper re-queues whatever happened
+to the marker or the message (a broker outage, a worker killed between taking and finishing it).
+"""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Q
 from django.utils import timezone
 
 from benchhub.results import cells
 from benchhub.results.models import Submission
 
+logger = logging.getLogger(__name__)
+
+
+def _marker(group: cells.Group) -> str:
+    return f"benchhub:refresh-queued:{group.lock_id()}"
+
+
+def queue_refresh(group: cells.Group) -> bool:
+    """Queue a refresh of the group unless one is already waiting; best effort (the sweeper covers
+    a failure). Returns whether a message was sent."""
+    marker = _marker(group)
+    try:
+        if not cache.add(marker, 1, timeout=settings.BENCHHUB_SWEEPER_GRACE_SECONDS):
+            return False
+    except Exception:  # the cache is down: queue without de-duplicating
+        logger.warning("cache unreachable; queueing the refresh of %s without de-duplication", group)
+    try:
+        refresh_group_cells.delay(*group.task_args())
+    except Exception:  # the broker's errors vary by transport; losing the enqueue is recoverable
+        logger.exception("could not queue the refresh of %s", group)
+        _release(marker)
+        return False
+    return True
+
+
+def _release(marker: str) -> None:
+    try:
+        cache.delete(marker)
+    except Exception:  # an unreachable cache expires the marker itself
+        logger.warning("cache unreachable; the refresh marker %s expires on its own", marker)
+
+
+@shared_task(name="benchhub.results.tasks.refresh_group_cells")
+def refresh_group_cells(campaign_id: int, chip: str, gpu_cores: int | None, quant: str) -> int:
+    group = cells.Group(campaign_id, chip, gpu_cores, quant)
+    _release(_marker(group))
+    return cells.refresh_group(group, only_if_waiting=True)
+
 
 @shared_task(name="benchhub.results.tasks.refresh_cells_for_submission")
 def refresh_cells_for_submission(submission_id: str) -> int:
+    """One submission's group, refreshed now (management command, demo seeding, and messages queued
+    by a version before per-group queueing)."""
     return cells.refresh_submission_cells(submission_id)
 
 
 @shared_task(name="benchhub.results.tasks.requeue_stale_submissions")
 def requeue_stale_submissions() -> int:
-    """Covers a crash between commit and enqueue, a lost message, or a broker outage."""
+    """Covers a crash between commit and enqueue, a lost message, or a broker outage: queues the
+    groups of submissions still waiting after the grace period. Returns how many were queued."""
     cutoff = timezone.now() - timedelta(seconds=settings.BENCHHUB_SWEEPER_GRACE_SECONDS)
-    stale = Submission.objects.filter(Q(cells_refreshed_at__isnull=True) & Q(received_at__lte=cutoff))
-    queued = 0
-    for pk in stale.values_list("id", flat=True)[:1000]:
-        # During a backlog the same submission stays stale for a while: queue it once per grace period.
-        if cache.add(f"benchhub:requeued:{pk}", 1, timeout=settings.BENCHHUB_SWEEPER_GRACE_SECONDS):
-            refresh_cells_for_submission.delay(str(pk))
-            queued += 1
-    return queued
+    stale_groups = (
+        Submission.objects.filter(cells_refreshed_at__isnull=True, received_at__lte=cutoff)
+        .order_by()
+        .values_list("campaign_id", "machine__chip", "machine__gpu_cores", "model_file__file_type")
+        .distinct()
+    )
+    return sum(queue_refresh(cells.Group(*values)) for values in stale_groups[:1000])

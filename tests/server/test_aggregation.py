@@ -4,6 +4,7 @@ exclusion rules, and the cells the Celery task, the sweeper and rebuild_cells pr
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -125,23 +126,56 @@ def test_it_refreshes_idempotently(api: Api, ada: envelope.Signer) -> None:
     assert before == after
 
 
-def test_it_requeues_submissions_whose_cells_were_never_refreshed(
+def test_it_requeues_the_groups_of_submissions_whose_cells_were_never_refreshed(
     api: Api, ada: envelope.Signer, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.BENCHHUB_SWEEPER_GRACE_SECONDS = 30
-    queued: list[str] = []
-    monkeypatch.setattr(tasks.refresh_cells_for_submission, "delay", queued.append)
+    queued: list[tuple[object, ...]] = []
+    monkeypatch.setattr(tasks.refresh_group_cells, "delay", lambda *args: queued.append(args))
     fresh = api.submit(build_payload(), ada).json()["id"]
-    stale = api.submit(build_payload(), ada).json()["id"]
+    stale = api.submit(build_payload(machine={"chip": "Apple M4 Max"}), ada).json()["id"]
     Submission.objects.filter(pk=stale).update(received_at=timezone.now() - timedelta(minutes=5))
     assert tasks.requeue_stale_submissions() == 1
-    assert queued == [stale]
-    assert fresh not in queued
-    assert tasks.requeue_stale_submissions() == 0, "not queued again within the grace period"
-    cells.refresh_submission_cells(stale)
+    assert queued == [cells.Group.of(Submission.objects.get(pk=stale)).task_args()]
+    assert tasks.requeue_stale_submissions() == 0, "not queued again while that refresh waits"
+    tasks.refresh_group_cells(*queued[0])
+    assert Submission.objects.get(pk=stale).cells_refreshed_at is not None
+    assert Submission.objects.get(pk=fresh).cells_refreshed_at is None, "another group"
     Submission.objects.filter(pk=fresh).update(received_at=timezone.now() - timedelta(minutes=5))
     assert tasks.requeue_stale_submissions() == 1
-    assert queued == [stale, fresh]
+    assert queued[1] == cells.Group.of(Submission.objects.get(pk=fresh)).task_args()
+
+
+def test_it_queues_one_refresh_for_a_burst_into_one_group_and_it_takes_them_all(
+    api: Api,
+    ada: envelope.Signer,
+    bob: envelope.Signer,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    queued: list[tuple[object, ...]] = []
+    monkeypatch.setattr(tasks.refresh_group_cells, "delay", lambda *args: queued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        ids = [api.submit(build_payload(), signer).json()["id"] for signer in (ada, bob, ada)]
+    assert len(queued) == 1, "the second and third found the group's refresh already queued"
+    assert tasks.refresh_group_cells(*queued[0]) == 4
+    assert not Submission.objects.filter(pk__in=ids, cells_refreshed_at__isnull=True).exists()
+    assert cell("01", 4).n_submissions == 3
+    assert tasks.refresh_group_cells(*queued[0]) == 0, "a duplicate message finds nobody waiting"
+    with django_capture_on_commit_callbacks(execute=True):
+        api.submit(build_payload(), bob)
+    assert len(queued) == 2, "the refresh that started released the group: the next submission queues again"
+
+
+def test_it_marks_refreshed_only_the_submissions_it_read(api: Api, ada: envelope.Signer, bob: envelope.Signer) -> None:
+    first = submit_and_refresh(api, ada)
+    group = cells.Group.of(first)
+    late = api.submit(build_payload(), bob).json()["id"]
+    Submission.objects.filter(pk=late).update(cells_refreshed_at=None)
+    assert list(group.waiting_submissions().values_list("pk", flat=True)) == [uuid.UUID(late)]
+    assert cells.refresh_group(group) == 4
+    assert not group.waiting_submissions().exists()
+    assert cell("01", 4).n_submissions == 2
 
 
 def test_it_rebuilds_every_cell_from_the_raw_envelopes(
@@ -165,23 +199,23 @@ def test_it_rebuilds_every_cell_from_the_raw_envelopes(
 def test_it_queues_the_cell_refresh_once_the_submission_has_committed(
     api: Api, ada: envelope.Signer, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    queued: list[str] = []
-    monkeypatch.setattr(tasks.refresh_cells_for_submission, "delay", queued.append)
+    queued: list[tuple[object, ...]] = []
+    monkeypatch.setattr(tasks.refresh_group_cells, "delay", lambda *args: queued.append(args))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         submission_id = api.submit(build_payload(), ada).json()["id"]
     assert queued == [], "nothing is queued before the commit"
     for callback in callbacks:
         callback()
-    assert queued == [submission_id]
+    assert queued == [cells.Group.of(Submission.objects.get(pk=submission_id)).task_args()]
 
 
 def test_it_accepts_a_submission_while_the_broker_is_down_and_leaves_it_to_the_sweeper(
     api: Api, ada: envelope.Signer, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broker_down(submission_id: str) -> None:
+    def broker_down(*args: object) -> None:
         raise ConnectionError("redis is down")
 
-    monkeypatch.setattr(tasks.refresh_cells_for_submission, "delay", broker_down)
+    monkeypatch.setattr(tasks.refresh_group_cells, "delay", broker_down)
     with django_capture_on_commit_callbacks(execute=True):
         response = api.submit(build_payload(), ada)
     assert response.status_code == 201

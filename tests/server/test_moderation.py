@@ -27,15 +27,16 @@ def test_it_hides_a_submission_from_the_admin_and_the_cell_loses_it(
     submission_id = api.submit(build_payload(), ada).json()["id"]
     cells.refresh_submission_cells(submission_id)
     assert LeaderboardCell.objects.filter(n_submissions=1).count() == 4
-    queued: list[str] = []
-    monkeypatch.setattr(tasks.refresh_cells_for_submission, "delay", queued.append)
+    queued: list[tuple[object, ...]] = []
+    monkeypatch.setattr(tasks.refresh_group_cells, "delay", lambda *args: queued.append(args))
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(
             "/admin/results/submission/", {"action": "hide", "_selected_action": [submission_id]}
         )
     assert response.status_code == 302
-    assert queued == [submission_id], "hiding queues the refresh of the submission's cells"
-    tasks.refresh_cells_for_submission(submission_id)
+    group = cells.Group.of(Submission.objects.get(pk=submission_id))
+    assert queued == [group.task_args()], "hiding queues the refresh of the submission's cells"
+    assert tasks.refresh_group_cells(*group.task_args()) == 0
     assert Submission.objects.get(pk=submission_id).hidden
     assert not LeaderboardCell.objects.exists(), "a cell with only hidden measurements is dropped"
     event = ModerationEvent.objects.get()

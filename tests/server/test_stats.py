@@ -48,15 +48,16 @@ def test_it_gives_a_single_submission_a_point_interval() -> None:
 
 
 def test_it_aggregates_medians_and_counts_contributors() -> None:
-    samples = [
-        stats.PairedSample(tg_tps=210, baseline_tg_tps=148, speedup=210 / 148, contributor=1),
-        stats.PairedSample(tg_tps=90, baseline_tg_tps=71.5, speedup=90 / 71.5, contributor=2),
-        stats.PairedSample(tg_tps=200, baseline_tg_tps=137, speedup=200 / 137, contributor=1),
-    ]
+    samples = stats.CellSamples(
+        tg_tps=[210, 90, 200],
+        baseline_tg_tps=[148, 71.5, 137],
+        speedup=[210 / 148, 90 / 71.5, 200 / 137],
+        contributors=[1, 2, 1],
+    )
     cell = stats.aggregate(samples)
     assert cell is not None
     assert cell.tg_tps == 200 and cell.baseline_tg_tps == 137
     assert cell.speedup == pytest.approx(210 / 148), "the median of the paired ratios, not a ratio of medians"
     assert (cell.ci_low, cell.ci_high) == (pytest.approx(90 / 71.5), pytest.approx(200 / 137))
     assert (cell.n_submissions, cell.n_contributors) == (3, 2)
-    assert stats.aggregate([]) is None
+    assert stats.aggregate(stats.CellSamples([], [], [], [])) is None

@@ -5,17 +5,22 @@ cache costs nothing but the render."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Max
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from benchhub.results.models import Campaign, Submission
+from benchhub.results.cells import Group, refresh_group
+from benchhub.results.ingest import ingest_submission
+from benchhub.results.models import Campaign, LeaderboardCell, Submission
+from benchhub.results.readcache import cells_version
 from benchhub.web import demo
 
-from .helpers import IQ3, M1, ingest_runs, page_text
+from .helpers import IQ2, IQ3, M1, M5_PRO, ingest_runs, page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -67,6 +72,26 @@ def test_it_shows_a_refreshed_cell_on_the_home_and_chip_pages_at_once(
     for before, after in ((home, page_text(client.get("/"))), (chip, page_text(client.get(CHIP_PAGE)))):
         assert "n=2, 2 contributors" in _table(after, m1_iq3)  # 01+02: chen's run and dina's
         assert _table(after, m1_iq3) != _table(before, m1_iq3)
+
+
+def test_it_sees_a_refresh_that_commits_after_a_later_one(
+    small_site: list[Submission], live_campaign: Campaign
+) -> None:
+    """Two groups refreshed at once: the one that began first commits last, with older timestamps
+    than cells already read. The newest updated_at alone would not move; the version must."""
+    board = LeaderboardCell.objects.filter(campaign=live_campaign)
+    m5_iq2 = Group(live_campaign.pk, M5_PRO.chip, M5_PRO.gpu_cores, IQ2.file_type)
+    newest = board.aggregate(newest=Max("updated_at"))["newest"]
+    assert LeaderboardCell.objects.filter(**m5_iq2.filter()).aggregate(last=Max("updated_at"))["last"] < newest
+    ingest_submission(demo.submission_envelope(live_campaign, demo.DemoRun("demo-ada", M5_PRO, IQ2, 2, demo.Trouble())))
+    before = cells_version(board)
+
+    refresh_group(m5_iq2)
+    # The timestamps it would carry had it begun before the newest refresh committed.
+    LeaderboardCell.objects.filter(**m5_iq2.filter()).update(updated_at=newest - timedelta(milliseconds=1))
+
+    assert board.aggregate(newest=Max("updated_at"))["newest"] == newest
+    assert cells_version(board) != before
 
 
 def test_it_still_reads_query_parameters_and_the_submissions_list_per_request(

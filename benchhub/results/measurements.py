@@ -4,27 +4,56 @@ One place decides what is paired with what and what is excluded (PROTOCOL.md sec
 hidden submissions, submissions swept with settings other than their campaign's (flagged
 `nonstandard_sweep` at ingest), variants whose correctness status is `fail`, and variants that
 produced degenerate output on a prompt where the baseline did not. The facts come either straight from
-the payload being ingested (no read-back) or from the stored rows (moderation, rebuilds).
+the payload being ingested or rebuilt (no read-back) or from the stored rows (moderation).
+`measurement_fields` gives plain column values, which the ORM path and the COPY path of
+`rebuild_cells` (results/bulk.py) both write.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 
 from benchhub.results import flags, stats
-from benchhub.results.models import Measurement, Submission, SubmissionVariant
+from benchhub.results.models import Measurement, Submission
 
 # variant name -> batch size -> tg_tps of each rep
 Samples = dict[str, dict[int, list[float]]]
 
 
 @dataclass(frozen=True)
+class SubmissionFacts:
+    """What the rules and the denormalised cell key read of a submission."""
+
+    hidden: bool
+    flags: Sequence[str]
+    campaign_id: int
+    contributor_id: int
+    chip: str
+    gpu_cores: int | None
+    quant: str
+
+    @classmethod
+    def of(cls, submission: Submission) -> SubmissionFacts:
+        machine, model_file = submission.machine, submission.model_file
+        return cls(
+            submission.hidden,
+            submission.flags,
+            submission.campaign_id,
+            submission.contributor_id,
+            machine.chip,
+            machine.gpu_cores,
+            model_file.file_type,
+        )
+
+
+@dataclass(frozen=True)
 class VariantFacts:
-    row: SubmissionVariant
+    name: str
     correctness: str  # pass, fail, not_run or missing
     degenerate_prompts: frozenset[str]
 
@@ -37,69 +66,74 @@ def correctness_status(statuses: Iterable[str]) -> str:
     return "missing"
 
 
-def exclusion_reason(submission: Submission, variant: VariantFacts, baseline: VariantFacts) -> str:
+def exclusion_reason(submission: SubmissionFacts, variant: VariantFacts, baseline: VariantFacts) -> str:
     if submission.hidden:
-        return Measurement.Excluded.HIDDEN
+        return Measurement.Excluded.HIDDEN.value
     if flags.NONSTANDARD_SWEEP in submission.flags:
-        return Measurement.Excluded.NONSTANDARD_SWEEP
+        return Measurement.Excluded.NONSTANDARD_SWEEP.value
     if variant.correctness == "fail":
-        return Measurement.Excluded.CORRECTNESS_FAILED
+        return Measurement.Excluded.CORRECTNESS_FAILED.value
     if variant.degenerate_prompts - baseline.degenerate_prompts:
-        return Measurement.Excluded.DEGENERATE_OUTPUT
-    return Measurement.Excluded.NONE
+        return Measurement.Excluded.DEGENERATE_OUTPUT.value
+    return Measurement.Excluded.NONE.value
 
 
-def derive(submission: Submission, variants: list[VariantFacts], samples: Samples) -> list[Measurement]:
-    """`variants` in position order, the baseline first."""
+def measurement_fields(
+    submission: SubmissionFacts, variants: list[VariantFacts], samples: Samples
+) -> list[dict[str, Any]]:
+    """The column values of each Measurement row but its submission and variant keys (the variant
+    is named by `variant_name`). `variants` in position order, the baseline first."""
     baseline = variants[0]
-    baseline_samples = samples.get(baseline.row.name, {})
-    machine, model_file = submission.machine, submission.model_file
-    measurements = []
+    baseline_samples = samples.get(baseline.name, {})
+    rows = []
     for variant in variants:
         reason = exclusion_reason(submission, variant, baseline)
-        for batch_size, values in sorted(samples.get(variant.row.name, {}).items()):
+        for batch_size, values in sorted(samples.get(variant.name, {}).items()):
             tg_tps = stats.median(values)
             baseline_values = baseline_samples.get(batch_size)
             baseline_tg = stats.median(baseline_values) if baseline_values else None
-            measurements.append(
-                Measurement(
-                    submission=submission,
-                    variant=variant.row,
-                    campaign_id=submission.campaign_id,
-                    contributor_id=submission.contributor_id,
-                    chip=machine.chip,
-                    gpu_cores=machine.gpu_cores,
-                    quant=model_file.file_type,
-                    variant_name=variant.row.name,
-                    batch_size=batch_size,
-                    tg_tps=tg_tps,
-                    baseline_tg_tps=baseline_tg,
-                    speedup=stats.paired_speedup(tg_tps, baseline_tg) if baseline_tg is not None else None,
-                    spread=stats.spread(values),
-                    n_reps=len(values),
-                    correctness_status=variant.correctness,
-                    excluded_reason=reason,
-                )
+            rows.append(
+                {
+                    "campaign_id": submission.campaign_id,
+                    "contributor_id": submission.contributor_id,
+                    "chip": submission.chip,
+                    "gpu_cores": submission.gpu_cores,
+                    "quant": submission.quant,
+                    "variant_name": variant.name,
+                    "batch_size": batch_size,
+                    "tg_tps": tg_tps,
+                    "baseline_tg_tps": baseline_tg,
+                    "speedup": stats.paired_speedup(tg_tps, baseline_tg) if baseline_tg is not None else None,
+                    "spread": stats.spread(values),
+                    "n_reps": len(values),
+                    "correctness_status": variant.correctness,
+                    "excluded_reason": reason,
+                }
             )
-    return measurements
+    return rows
 
 
 def build_measurements(submission: Submission) -> list[Measurement]:
     """From the stored rows."""
-    variants = [
+    variants = list(submission.variants.prefetch_related("correctness", "generation").order_by("position"))
+    facts = [
         VariantFacts(
-            variant,
+            variant.name,
             correctness_status(check.status for check in variant.correctness.all()),
             frozenset(check.prompt_id for check in variant.generation.all() if check.degenerate),
         )
-        for variant in submission.variants.prefetch_related("correctness", "generation").order_by("position")
+        for variant in variants
     ]
-    names = {variant.row.pk: variant.row.name for variant in variants}
+    names = {variant.pk: variant.name for variant in variants}
     samples: Samples = defaultdict(lambda: defaultdict(list))
     for run in submission.sweep_runs.prefetch_related("rows"):
         for row in run.rows.all():
             samples[names[run.variant_id]][row.batch_size].append(row.tg_tps)
-    return derive(submission, variants, samples)
+    by_name = {variant.name: variant for variant in variants}
+    return [
+        Measurement(submission=submission, variant=by_name[fields["variant_name"]], **fields)
+        for fields in measurement_fields(SubmissionFacts.of(submission), facts, samples)
+    ]
 
 
 @transaction.atomic

@@ -72,29 +72,49 @@ def pae(payload_type: str, body: bytes) -> bytes:
 
 
 def canonical_bytes(obj: Any) -> bytes:
-    """RFC 8785 canonical form; refuses NaN, infinities and integers beyond +-(2^53-1)."""
-    _check_numbers(obj)
+    """RFC 8785 canonical form; refuses NaN, infinities and integers beyond +-(2^53-1).
+
+    A payload of plain values (ASCII keys; floats non-integral with 1e-4 <= |x| < 1e16, where
+    Python's shortest repr and ECMAScript's Number-to-string print the same digits in the same fixed
+    notation) serialises identically through json.dumps with sorted keys, ~20x faster than the pure
+    Python canonicaliser; anything else takes the canonicaliser."""
+    if _check_numbers(obj):
+        try:
+            return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate: the canonicaliser decides
+            pass
     try:
         return rfc8785.dumps(obj)
     except (rfc8785.CanonicalizationError, ValueError, TypeError) as exc:
         raise EnvelopeError("not_canonical", f"Payload cannot be canonicalised: {exc}.") from None
 
 
-def _check_numbers(obj: Any, depth: int = 0) -> None:
+def _check_numbers(obj: Any, depth: int = 0) -> bool:
+    """Refuse what no canonical form has; return whether the value is plain (see canonical_bytes)."""
     if depth > MAX_JSON_DEPTH:
         raise EnvelopeError("too_deep", f"JSON nests deeper than {MAX_JSON_DEPTH} levels.")
     if isinstance(obj, bool):
-        return
-    if isinstance(obj, int) and abs(obj) > MAX_SAFE_INTEGER:
-        raise EnvelopeError("not_canonical", "Integers must stay within +-(2^53-1).")
-    if isinstance(obj, float) and not math.isfinite(obj):
-        raise EnvelopeError("not_canonical", "NaN and infinities are not JSON numbers.")
+        return True
+    if isinstance(obj, int):
+        if abs(obj) > MAX_SAFE_INTEGER:
+            raise EnvelopeError("not_canonical", "Integers must stay within +-(2^53-1).")
+        return True
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise EnvelopeError("not_canonical", "NaN and infinities are not JSON numbers.")
+        return 1e-4 <= abs(obj) < 1e16 and not obj.is_integer()
     if isinstance(obj, Mapping):
-        for value in obj.values():
-            _check_numbers(value, depth + 1)
-    elif isinstance(obj, list):
+        plain = True
+        for key, value in obj.items():
+            # Not short-circuited: every number is checked whatever the keys are.
+            plain = _check_numbers(value, depth + 1) and plain and isinstance(key, str) and key.isascii()
+        return plain
+    if isinstance(obj, list):
+        plain = True
         for value in obj:
-            _check_numbers(value, depth + 1)
+            plain = _check_numbers(value, depth + 1) and plain
+        return plain
+    return obj is None or isinstance(obj, str)
 
 
 def _refuse_constant(name: str) -> Any:

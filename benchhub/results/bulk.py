@@ -95,6 +95,42 @@ def _reserve_ids(cursor: Any, model: type[models.Model], count: int) -> Iterator
     return iter(row[0] for row in rows)
 
 
+def write_rows(cursor: Any, derived: list[tuple[UUID, storage.NormalisedRows]]) -> None:
+    """COPY the normalised rows of these submissions (already stored themselves) with psycopg's
+    `cursor`: ids reserved from the tables' sequences, one COPY per table. The ingest path writes
+    its one submission this way on PostgreSQL, the rebuild a chunk."""
+    variant_ids = _reserve_ids(cursor, SubmissionVariant, sum(len(rows.variants) for _, rows in derived))
+    run_ids = _reserve_ids(cursor, SweepRun, sum(len(rows.runs) for _, rows in derived))
+    tables = {
+        name: Table(model, keys)
+        for name, model, keys in (
+            ("variants", SubmissionVariant, ("id", "submission_id")),
+            ("runs", SweepRun, ("id", "submission_id", "variant_id")),
+            ("sweep_rows", SweepRow, ("run_id",)),
+            ("correctness", CorrectnessCheck, ("submission_id", "variant_id")),
+            ("generation", GenerationCheck, ("submission_id", "variant_id")),
+            ("measurements", Measurement, ("submission_id", "variant_id")),
+        )
+    }
+    for submission_id, rows in derived:
+        by_name = {}
+        for fields in rows.variants:
+            by_name[fields["name"]] = variant_id = next(variant_ids)
+            tables["variants"].add((variant_id, submission_id), fields)
+        for variant, fields, sweep_rows in rows.runs:
+            run_id = next(run_ids)
+            tables["runs"].add((run_id, submission_id, by_name[variant]), fields)
+            for row in sweep_rows:
+                tables["sweep_rows"].add((run_id,), row)
+        for name in ("correctness", "generation"):
+            for variant, fields in getattr(rows, name):
+                tables[name].add((submission_id, by_name[variant]), fields)
+        for fields in rows.measurements:
+            tables["measurements"].add((submission_id, by_name[fields["variant_name"]]), fields)
+    for table in tables.values():
+        table.copy(cursor)
+
+
 def rebuild_range(key_range: KeyRange) -> int:
     """Re-derive the rows of the submissions in `key_range` in one transaction; returns how many."""
     lower, upper = key_range
@@ -115,37 +151,8 @@ def rebuild_range(key_range: KeyRange) -> int:
         ids = [submission_id for submission_id, _ in derived]
         for statement in DELETES:
             cursor.execute(statement, [ids])
-        variant_ids = _reserve_ids(cursor, SubmissionVariant, sum(len(rows.variants) for _, rows in derived))
-        run_ids = _reserve_ids(cursor, SweepRun, sum(len(rows.runs) for _, rows in derived))
-        tables = {
-            name: Table(model, keys)
-            for name, model, keys in (
-                ("variants", SubmissionVariant, ("id", "submission_id")),
-                ("runs", SweepRun, ("id", "submission_id", "variant_id")),
-                ("sweep_rows", SweepRow, ("run_id",)),
-                ("correctness", CorrectnessCheck, ("submission_id", "variant_id")),
-                ("generation", GenerationCheck, ("submission_id", "variant_id")),
-                ("measurements", Measurement, ("submission_id", "variant_id")),
-            )
-        }
-        for submission_id, rows in derived:
-            by_name = {}
-            for fields in rows.variants:
-                by_name[fields["name"]] = variant_id = next(variant_ids)
-                tables["variants"].add((variant_id, submission_id), fields)
-            for variant, fields, sweep_rows in rows.runs:
-                run_id = next(run_ids)
-                tables["runs"].add((run_id, submission_id, by_name[variant]), fields)
-                for row in sweep_rows:
-                    tables["sweep_rows"].add((run_id,), row)
-            for name in ("correctness", "generation"):
-                for variant, fields in getattr(rows, name):
-                    tables[name].add((submission_id, by_name[variant]), fields)
-            for fields in rows.measurements:
-                tables["measurements"].add((submission_id, by_name[fields["variant_name"]]), fields)
+        write_rows(cursor, derived)
         del derived
-        for table in tables.values():
-            table.copy(cursor)
     return len(ids)
 
 

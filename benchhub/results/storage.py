@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -221,11 +222,13 @@ def _samples(runs: list[dict[str, Any]]) -> measurements.Samples:
 
 
 def stored_payload(body: bytes) -> dict[str, Any]:
-    """The payload inside a stored raw envelope. Its signature and canonical form were checked when
-    it was received and the row is immutable, so a rebuild parses it without repeating the
-    canonical re-serialisation (2-3 ms a submission)."""
-    opened = envelope.open_envelope(envelope.strict_loads(body), envelope.SUBMISSION_TYPE)
-    payload = envelope.strict_loads(opened.payload)
+    """The payload inside a stored raw envelope. The envelope passed the strict parse, its
+    signature and the canonical-form check when it was received, and the row is immutable (on
+    PostgreSQL a trigger refuses updates), so a rebuild parses it with the plain JSON parser: the
+    same objects, without the nesting scan and the duplicate-key hook (1.3 ms of CPU per submission
+    instead of 0.3 ms; `_depth` is a Python loop over every character) or the canonical re-serialisation."""
+    opened = envelope.open_envelope(json.loads(body), envelope.SUBMISSION_TYPE)
+    payload = json.loads(opened.payload)
     if not isinstance(payload, dict):
         raise envelope.EnvelopeError("bad_payload", "Payload must be a JSON object.", "payload")
     return payload

@@ -16,6 +16,7 @@ import platform
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ BACKEND_FLAGS = {
     "cpu": ("-DGGML_METAL=OFF", "-DGGML_CUDA=OFF"),
 }
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
+_STEP_END = re.compile(r"^# exit -?\d+ after ([\d.]+) s$", re.MULTILINE)  # written by _stream
+_COMPILED = re.compile(r"Building \w+ object ")
+_LINKED = re.compile(r"Linking \w+ executable ")
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,24 @@ def binary_key(variant: Variant, config: BuildConfig, compiler: str, targets: Se
     return _digest(variant.commit, patches, config.backend, config.flags, compiler, sorted(targets))[:24]
 
 
+@dataclass(frozen=True)
+class BuildLogSummary:
+    seconds: float  # the cmake steps (configure, compile) together
+    compiled: int  # objects make compiled
+    linked: int  # executables make linked
+
+
+def summarize_build_log(log: Path) -> BuildLogSummary:
+    """What a variant's build cost, from its build log: a later variant should compile only what its patches
+    (or its commit) change."""
+    text = log.read_text(errors="replace")
+    return BuildLogSummary(
+        seconds=sum(float(seconds) for seconds in _STEP_END.findall(text)),
+        compiled=len(_COMPILED.findall(text)),
+        linked=len(_LINKED.findall(text)),
+    )
+
+
 def _stream(args: list[str], log: Path, on_line: Callable[[str], None]) -> int:
     with log.open("a") as out:
         out.write(f"$ {' '.join(args)}\n")
@@ -91,11 +113,14 @@ def _stream(args: list[str], log: Path, on_line: Callable[[str], None]) -> int:
                 ExitCode.MISSING_TOOL, f"{args[0]} is not installed: see `benchhub-agent doctor`."
             ) from error
         assert process.stdout is not None
+        started = time.monotonic()
         try:
             for line in process.stdout:
                 out.write(line)
                 on_line(line)
-            return process.wait()
+            code = process.wait()
+            out.write(f"# exit {code} after {time.monotonic() - started:.1f} s\n")  # read by summarize_build_log
+            return code
         except BaseException:
             process.kill()
             process.wait()

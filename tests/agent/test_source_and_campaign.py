@@ -166,3 +166,48 @@ def test_it_needs_git_for_a_variant_that_follows_a_ref(tmp_path: Path) -> None:
     with pytest.raises(AgentError, match="needs git") as caught:
         resolve_refs([following], "https://github.com/ggml-org/llama.cpp", options)
     assert caught.value.code == ExitCode.SOURCE
+
+
+STAND_IN_CMAKE = """cmake_minimum_required(VERSION 3.14)
+project(stand_in C)
+set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+add_executable(stand-in-tool tool/main.c tool/helper.c)
+"""
+HELPER_PATCH = """diff --git a/tool/helper.c b/tool/helper.c
+--- a/tool/helper.c
++++ b/tool/helper.c
+@@ -1 +1 @@
+-int helper(void) { return 1; }
++int helper(void) { return 2; }
+"""
+
+
+@needs_source
+def test_it_compiles_for_a_later_variant_only_what_its_patches_change(tmp_path: Path) -> None:
+    """Real cmake and make on a small project holding the real Metal sources the campaign's patches touch
+    (not compiled on CPU) and two compiled files: variants 01 and 01+02 must compile nothing, a patch to
+    one compiled file must compile that file alone, so that building them costs a fraction of the first."""
+    pristine = metal_subset(tmp_path / "pristine")
+    (pristine / "CMakeLists.txt").write_text(STAND_IN_CMAKE)
+    (pristine / "tool").mkdir()
+    (pristine / "tool" / "main.c").write_text("int helper(void);\nint main(void) { return helper() - 1; }\n")
+    (pristine / "tool" / "helper.c").write_text("int helper(void) { return 1; }\n")
+    (tmp_path / "helper.patch").write_text(HELPER_PATCH)
+    plan = campaign.bundled("mv-ext-iquants")
+    helper = campaign.Patch(
+        "helper.patch", hashlib.sha256(HELPER_PATCH.encode()).hexdigest(), tmp_path / "helper.patch"
+    )
+    variants = [*plan.variants, campaign.Variant("helper", plan.variants[0].commit, (helper,))]
+    logs = tmp_path / "logs"
+
+    built = build.build_variants(
+        variants, pristine, build.BuildConfig("cpu"), home(), logs, lambda detail, fraction: None, ("stand-in-tool",)
+    )
+
+    assert [item.cached for item in built] == [False, False, False, False]
+    spent = {item.variant: build.summarize_build_log(logs / f"build-{item.variant}.log") for item in built}
+    assert (spent["upstream"].compiled, spent["upstream"].linked) == (2, 1)
+    assert spent["upstream"].seconds > 0  # configure and compile, each step's seconds written to the log
+    assert (spent["01"].compiled, spent["01"].linked) == (0, 0)
+    assert (spent["01+02"].compiled, spent["01+02"].linked) == (0, 0)
+    assert (spent["helper"].compiled, spent["helper"].linked) == (1, 1)

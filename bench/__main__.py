@@ -2,12 +2,14 @@
 
 ingest    4 clients -> gunicorn + PostgreSQL + Celery worker, beside the floor (target 1)
 profile   where an in-process ingest spends its time (pyinstrument)
+writers   ingest CPU with the COPY row writer against the ORM one, alternating in one process
 state     grow the database to --size submissions with COPY
 refresh   cell refresh per submission (target 2)
 reads     read latencies, EXPLAIN and CSV memory (target 3)
 storage   bytes per submission (target 5)
 rebuild   manage.py rebuild_cells from the raw envelopes (target 4)
 agent     the agent's own time on the real CPU end to end, run twice (target 6)
+agent-cold  the same in a fresh agent home: each variant's cold build and the ratio to the first (target 6)
 all       ingest + profile on a small state, then state/ingest/refresh/reads/storage at --size
 """
 
@@ -21,7 +23,19 @@ import sys
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/5"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = ("ingest", "profile", "state", "refresh", "reads", "storage", "rebuild", "agent", "all")
+VERBS = (
+    "ingest",
+    "profile",
+    "writers",
+    "state",
+    "refresh",
+    "reads",
+    "storage",
+    "rebuild",
+    "agent",
+    "agent-cold",
+    "all",
+)
 
 
 def ensure_database(url: str) -> None:
@@ -73,10 +87,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="requests per read endpoint")
     options = parser.parse_args()
 
-    from bench import agent_costs, ingest, reads, refresh, state, storage
+    from bench import agent_costs, ingest, reads, refresh, state, storage, writers
 
     if options.what == "agent":
         agent_costs.run()
+        return
+    if options.what == "agent-cold":
+        agent_costs.run_cold()
         return
 
     def ingest_run(database: str) -> None:
@@ -107,6 +124,7 @@ def main() -> None:
     {
         "ingest": lambda: ingest_run(options.database),
         "profile": lambda: ingest.profile(200),
+        "writers": lambda: writers.run(),
         "state": lambda: state.grow(options.database, options.size),
         "refresh": lambda: refresh.run(50),
         "reads": lambda: reads.run(options.repeats, explain=True),

@@ -1,23 +1,49 @@
-"""Issue 6 target 6: the agent's own time on a real CPU run (Gemma 3 270M IQ2_XXS from the e2e
-fixtures), run twice with the same inputs. Tool time is read from the run's tool logs: a tool's
-`.cmd` is written just before it starts and its `.stdout`/`.stderr` last change when it ends."""
+"""Issue 6 target 6: the agent's own costs on a real CPU run (a Gemma 3 270M from the fixtures, llama.cpp
+from the pinned source tarball), each run twice with the same inputs.
+
+`agent` runs on the e2e's IQ2_XXS model in the e2e's agent home, whose build cache the e2e test filled.
+Tool time is read from the run's tool logs: a tool's `.cmd` is written just before it starts and its
+`.stdout`/`.stderr` last change when it ends; the agent's own time is the rest of the wall time.
+
+`agent-cold` runs in a fresh, empty agent home (a temporary directory) on Gemma 3 270M Q4_K_M, so the
+first run extracts the source and builds every variant from nothing, and the second shows what the same
+inputs cost once cached. Each variant's cmake seconds and the objects it compiled come from its build log
+in the run's logs; the source and build stages from the agent's progress lines.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from benchhub_agent import build
 
 from bench.figures import report
 
 FIXTURES = Path(os.environ.get("BENCHHUB_FIXTURES", Path.home() / ".cache" / "benchhub-fixtures"))
 AGENT_HOME = FIXTURES / "agent-home"
-MODEL = FIXTURES / "gemma-3-270m-IQ2_XXS.gguf"
+MODEL = FIXTURES / "gemma-3-270m-IQ2_XXS.gguf"  # quantized by the e2e test
+FETCHED_MODEL = FIXTURES / "gemma-3-270m-q4_k_m.gguf"  # from `make fixtures` alone: a fresh home needs no e2e
 TARBALL = FIXTURES / "llama.cpp-0c1e570.tar.gz"
+# The agent's progress: a variant's note once the binaries are ready, and the stage after the builds.
+VARIANT_DONE = re.compile(r"^  (\S+): (built|cached, nothing built) -> ")
+AFTER_BUILDS = "Reading the machine"
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    started_at: float  # wall clock, comparable with the tool logs' mtimes
+    wall: float
+    lines: list[tuple[float, str]]  # stderr lines, each with the seconds since the start
+    run_dir: Path
 
 
 def _tool_seconds(logs: Path) -> tuple[float, int]:
@@ -30,13 +56,13 @@ def _tool_seconds(logs: Path) -> tuple[float, int]:
     return total, count
 
 
-def _run_once() -> tuple[float, float, list[tuple[float, str]], Path]:
+def _run_once(agent_home: Path, model: Path) -> AgentRun:
     agent = shutil.which("benchhub-agent", path=str(Path(sys.executable).parent))
-    if agent is None or not MODEL.exists():
-        raise RuntimeError("needs the installed benchhub-agent and the e2e fixtures (make fixtures, tests/e2e)")
-    results = AGENT_HOME / "data" / "results"
+    if agent is None or not model.exists() or not TARBALL.exists():
+        raise RuntimeError(f"needs the installed benchhub-agent, {TARBALL} and {model} (make fixtures, tests/e2e)")
+    results = agent_home / "data" / "results"
     before = set(results.glob("*")) if results.exists() else set()
-    args = [agent, "run", str(MODEL), "--llama-src", str(TARBALL), "--backend", "cpu", "--batch-sizes", "1,2"]
+    args = [agent, "run", str(model), "--llama-src", str(TARBALL), "--backend", "cpu", "--batch-sizes", "1,2"]
     args += ["--reps", "1", "--max-reps", "1", "--gen-tokens", "32", "--no-upload", "--yes", "--json"]
     started_at = time.time()
     started = time.monotonic()
@@ -46,7 +72,7 @@ def _run_once() -> tuple[float, float, list[tuple[float, str]], Path]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "BENCHHUB_HOME": str(AGENT_HOME)},
+        env={**os.environ, "BENCHHUB_HOME": str(agent_home)},
     )
 
     def read() -> None:
@@ -62,23 +88,79 @@ def _run_once() -> tuple[float, float, list[tuple[float, str]], Path]:
     if process.returncode:
         raise RuntimeError(f"agent exited {process.returncode}: {lines[-5:]}")
     (run_dir,) = set(results.glob("*")) - before
-    return started_at, wall, lines, run_dir
+    return AgentRun(started_at, wall, lines, run_dir)
+
+
+def _when(run: AgentRun, prefix: str) -> float:
+    return next(seconds for seconds, text in run.lines if text.startswith(prefix))
+
+
+def _own_time(run: AgentRun, index: int, builds: float = 0.0) -> list[str]:
+    """The agent's own time: the wall time less the llama.cpp tools and cmake's build seconds."""
+    tools, count = _tool_seconds(run.run_dir / "logs")
+    own = run.wall - tools - builds
+    built = f", cmake {builds:.1f} s" if builds else ""
+    lines = [
+        f"run {index}: wall {run.wall:.1f} s, {count} llama.cpp tool runs {tools:.1f} s{built}, "
+        f"agent's own {own:.1f} s = {100 * own / run.wall:.1f}% of the run"
+    ]
+    first_tool = min((path.stat().st_mtime for path in (run.run_dir / "logs").glob("*.cmd")), default=None)
+    if first_tool is not None:
+        lines.append(
+            f"  until the first tool starts (machine, model, source, build): {first_tool - run.started_at:.1f} s"
+        )
+    return lines
 
 
 def run(times: int = 2) -> None:
     lines_out = [f"benchhub-agent run {MODEL.name} --backend cpu --batch-sizes 1,2 --reps 1, home {AGENT_HOME}"]
     for index in range(times):
-        started_at, wall, lines, run_dir = _run_once()
-        tools, count = _tool_seconds(run_dir / "logs")
-        first_tool = min((path.stat().st_mtime for path in (run_dir / "logs").glob("*.cmd")), default=None)
-        lines_out.append(
-            f"run {index + 1}: wall {wall:.1f} s, {count} llama.cpp tool runs {tools:.1f} s, "
-            f"agent's own {wall - tools:.1f} s = {100 * (wall - tools) / wall:.1f}% of the run"
-        )
-        if first_tool is not None:
-            lines_out.append(
-                f"  until the first tool starts (machine, model, source, build): {first_tool - started_at:.1f} s"
-            )
-        stages = [f"{seconds:6.1f}s {text[:100]}" for seconds, text in lines if text.strip()][:40]
+        agent_run = _run_once(AGENT_HOME, MODEL)
+        lines_out.extend(_own_time(agent_run, index + 1))
+        stages = [f"{seconds:6.1f}s {text[:100]}" for seconds, text in agent_run.lines if text.strip()][:40]
         lines_out.extend(f"  {stage}" for stage in stages)
     report("agent costs (issue 6 target 6)", lines_out)
+
+
+def _build_lines(agent_run: AgentRun) -> tuple[list[str], float]:
+    """Each built variant's cmake seconds from its build log, against the first; the source step and the
+    whole source-and-build stage from the agent's progress lines. Returns the lines and the cmake seconds."""
+    source_started = _when(agent_run, "Source: ")
+    builds_started = _when(agent_run, "Building for ")
+    builds_ended = _when(agent_run, AFTER_BUILDS)
+    lines = [
+        f"  source step (the pinned tree from the tarball): {builds_started - source_started:.1f} s",
+        f"  source and build steps together: {builds_ended - source_started:.1f} s",
+    ]
+    logs = agent_run.run_dir / "logs"
+    variants = [match.group(1, 2) for _, text in agent_run.lines if (match := VARIANT_DONE.match(text))]
+    first: float | None = None
+    total = 0.0
+    for variant, outcome in variants:
+        log = logs / f"build-{variant}.log"
+        if not log.exists():
+            lines.append(f"  {variant}: {outcome}")
+            continue
+        spent = build.summarize_build_log(log)
+        share = "" if first is None else f" = {spent.seconds / first:.1%} of the first"
+        first = spent.seconds if first is None else first
+        total += spent.seconds
+        lines.append(
+            f"  {variant}: {outcome}, cmake {spent.seconds:.1f} s{share} "
+            f"({spent.compiled} objects compiled, {spent.linked} executables linked)"
+        )
+    return lines, total
+
+
+def run_cold(times: int = 2) -> None:
+    """The first run in an empty agent home builds every variant; the later ones should build nothing."""
+    with tempfile.TemporaryDirectory(prefix="benchhub-agent-cold-") as folder:
+        agent_home = Path(folder)
+        for index in range(times):
+            agent_run = _run_once(agent_home, FETCHED_MODEL)
+            build_lines, cmake_seconds = _build_lines(agent_run)
+            lines_out = [
+                f"benchhub-agent run {FETCHED_MODEL.name} --backend cpu --batch-sizes 1,2 --reps 1, home {agent_home}"
+            ]
+            lines_out += [*_own_time(agent_run, index + 1, cmake_seconds), *build_lines]
+            report(f"agent cold build, run {index + 1} of {times} in a fresh home (issue 6 target 6)", lines_out)

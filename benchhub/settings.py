@@ -106,6 +106,12 @@ BENCHHUB_SWEEPER_GRACE_SECONDS = int(os.environ.get("BENCHHUB_SWEEPER_GRACE_SECO
 BENCHHUB_SWEEPER_INTERVAL_SECONDS = float(os.environ.get("BENCHHUB_SWEEPER_INTERVAL_SECONDS", "60"))
 # A variant whose reps differ by more than this fraction of their median is flagged high_spread.
 BENCHHUB_HIGH_SPREAD = float(os.environ.get("BENCHHUB_HIGH_SPREAD", "0.05"))
+# Boards (leaderboard API, home and chip pages) whose cells changed are served as last rendered for at most
+# this long, so continuous ingest costs one render per board per bound, not one per read. 0: never stale,
+# the default with DEBUG on (development and the test suite, where a change should show at once).
+BENCHHUB_BOARD_MAX_STALENESS_SECONDS = float(
+    os.environ.get("BENCHHUB_BOARD_MAX_STALENESS_SECONDS", "0" if DEBUG else "5")
+)
 
 # Throttle counters must be shared by every gunicorn worker: Redis when there is one.
 CACHES = {

@@ -27,7 +27,7 @@ from benchhub.api.manifest import manifest
 from benchhub.api.throttling import AddressThrottle
 from benchhub.results import campaigns
 from benchhub.results.models import Campaign, LeaderboardCell, Measurement, Submission
-from benchhub.results.readcache import cached_render, cells_version
+from benchhub.results.readcache import cached_render
 
 
 class NewestFirst(CursorPagination):
@@ -130,7 +130,9 @@ class LeaderboardView(APIView):
             "One row per (chip, gpu_cores, quant, variant, batch_size). tg_tps, baseline_tg_tps and speedup are "
             "medians across submissions of per-submission medians over reps; speedup is paired inside each "
             "submission. [ci_low, ci_high] is a distribution-free 95% order-statistic interval of the median "
-            "speedup; below 6 submissions it is the full range [min, max], whose coverage is lower (n=1 gives [x, x])."
+            "speedup; below 6 submissions it is the full range [min, max], whose coverage is lower (n=1 gives [x, x]). "
+            "While cells keep changing the board is served as last rendered for at most "
+            "BENCHHUB_BOARD_MAX_STALENESS_SECONDS (5 by default), then rendered again."
         ),
         parameters=[
             OpenApiParameter("campaign", OpenApiTypes.STR, required=True, description="campaign slug"),
@@ -154,8 +156,9 @@ _timestamp = DateTimeField()
 
 def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], params: Mapping[str, str]) -> bytes:
     """Thousands of rows per campaign: read as tuples, not model instances, rendered once per
-    version of the cells (readcache), so a changed cell is never served stale and an unchanged board
-    costs two small queries."""
+    version of the cells and at most once per staleness bound while they keep changing (readcache),
+    so the board is never more than the bound behind the cells and an unchanged one costs two small
+    queries."""
     filtered = sorted((name, params[name]) for name in CELL_FILTERS if params.get(name))
 
     def render() -> bytes:
@@ -167,7 +170,7 @@ def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], param
             rows.append(row)
         return JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
 
-    return cached_render("leaderboard", (campaign.pk, filtered, cells_version(cells)), render)
+    return cached_render("leaderboard", (campaign.pk, filtered), cells, render)
 
 
 class CampaignListView(APIView):

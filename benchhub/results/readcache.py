@@ -1,27 +1,53 @@
 """Reads that render a whole board of leaderboard cells (the leaderboard API, the home and chip
-pages) keep what they rendered in the shared cache under the cells' version: an unchanged board
-costs one small aggregate query instead of thousands of rows rendered, and a changed cell changes
-the version, so it is never served stale."""
+pages) keep what they rendered in the shared cache with the cells' version: an unchanged board
+costs one small aggregate query instead of thousands of rows rendered.
+
+While submissions keep arriving, every cell refresh changes the version, and rendering on every
+change would cost a full render on nearly every read exactly when the site is busy. So a board
+whose cells changed is served as last rendered while that rendering is younger than
+BENCHHUB_BOARD_MAX_STALENESS_SECONDS, and rendered again (once, by whichever request takes the
+renewal lease, the others serving the last rendering meanwhile) after that: at most one render
+per bound per board, and a board at most the bound (plus one render) behind its cells. At 0 a
+changed cell is never served stale."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar, cast
+from typing import Generic, NamedTuple, TypeVar, cast
 
+from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, Max, QuerySet, Sum
 
 from benchhub.results.models import LeaderboardCell
 
 RENDERED_TIMEOUT_S = 600
+# How long a request that took the renewal of a stale board may take before another one may: a render
+# that died (its worker killed) delays the board by at most this.
+RENEWAL_LEASE_S = 30
 
 Rendered = TypeVar("Rendered")
 CellsVersion = tuple[int, int, datetime | None]
 
 logger = logging.getLogger(__name__)
+
+
+class Kept(NamedTuple, Generic[Rendered]):
+    """A rendering as the cache keeps it: the cells' version it was rendered from, and when that
+    version was read (wall clock, shared by every process that reads the cache)."""
+
+    version: CellsVersion
+    read_at: float
+    rendered: Rendered
+
+
+def now() -> float:
+    return time.time()
 
 
 def cells_version(cells: QuerySet[LeaderboardCell]) -> CellsVersion:
@@ -30,28 +56,40 @@ def cells_version(cells: QuerySet[LeaderboardCell]) -> CellsVersion:
     cells.refresh_group writes a group's cells as new rows, with new, larger ids: the sum moves with
     every committed refresh, whatever order concurrent refreshes commit in. The newest updated_at
     alone misses a refresh that began first and committed last (its timestamps are older than cells
-    already read); it covers a cell updated in place. Read the version before the cells: what is
-    then cached under it is never older than it."""
+    already read); it covers a cell updated in place."""
     found = cells.order_by().aggregate(count=Count("id"), ids=Sum("id"), newest=Max("updated_at"))
     return (found["count"], found["ids"] or 0, found["newest"])
 
 
-def cached_render(namespace: str, inputs: object, render: Callable[[], Rendered]) -> Rendered:
-    """What render() returns, from the shared cache when the same inputs (a value with a stable
-    repr that holds the cells' version and everything else the render reads) were rendered before.
-    The cache only saves work: while it cannot be reached, render() runs in the request as it would
-    without a cache (its socket timeouts bound the wait to about a second)."""
-    key = f"{namespace}:" + hashlib.sha256(repr(inputs).encode()).hexdigest()
+def cached_render(
+    namespace: str, inputs: object, cells: QuerySet[LeaderboardCell], render: Callable[[], Rendered]
+) -> Rendered:
+    """What render() returns for these inputs (a value with a stable repr holding everything the
+    render reads besides the cells) and these cells: from the shared cache when it was rendered from
+    the cells' current version, or, when they changed since, less than the staleness bound ago.
+
+    The key is the inputs without the version, so a board has one entry, replaced as its cells
+    change; it names the database too, since databases sharing one Redis (the bench's states) share
+    inputs. The clock is read before the version: a rendering kept since read_at holds every cell
+    committed before it. The cache only saves work: while it cannot be reached, render() runs in the
+    request as it would without a cache (its socket timeouts bound the wait to about a second)."""
+    key = f"{namespace}:{connection.settings_dict['NAME']}:" + hashlib.sha256(repr(inputs).encode()).hexdigest()
+    bound = settings.BENCHHUB_BOARD_MAX_STALENESS_SECONDS
+    read_at = now()
+    version = cells_version(cells)
     try:
-        found = cache.get(key)
+        kept = cast("Kept[Rendered] | None", cache.get(key))
+        if kept is not None and (kept.version == version or (bound > 0 and read_at - kept.read_at < bound)):
+            return kept.rendered
+        # Stale past the bound: one request renders it again; the others serve it as it is meanwhile.
+        if kept is not None and bound > 0 and not cache.add(f"{key}:renewing:{kept.read_at!r}", 1, RENEWAL_LEASE_S):
+            return kept.rendered
     except Exception as error:  # the backend's connection errors vary (redis, socket, timeout)
         logger.warning("%s rendered without the shared cache: %r", namespace, error)
         return render()
-    if found is not None:
-        return cast(Rendered, found)
     rendered = render()
     try:
-        cache.set(key, rendered, timeout=RENDERED_TIMEOUT_S)
+        cache.set(key, Kept(version, read_at, rendered), timeout=RENDERED_TIMEOUT_S)
     except Exception as error:
         logger.warning("%s not kept in the shared cache: %r", namespace, error)
     return rendered

@@ -1,7 +1,8 @@
 """Server-rendered pages. Leaderboard, chip and compare pages read precomputed LeaderboardCell and
 ReferenceRow rows only, and the leaderboard and chip pages render their boards once per version of
-those rows (results/readcache.py); submission and contributor pages read one submission's or one
-contributor's own rows, with bounded page sizes."""
+those rows, at most once per staleness bound while the cells keep changing (results/readcache.py);
+submission and contributor pages read one submission's or one contributor's own rows, with bounded
+page sizes."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import Contributor
 from benchhub.results.models import Campaign, LeaderboardCell, Submission
-from benchhub.results.readcache import cached_render, cells_version
+from benchhub.results.readcache import cached_render
 from benchhub.web import charts
 from benchhub.web.leaderboard import (
     CellRow,
@@ -158,10 +159,10 @@ def home(request: HttpRequest) -> HttpResponse:
         return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
     campaign = pick_campaign(choices, request.GET.get("campaign"))
     variant = compared_variant(campaign, request.GET.get("variant"))
-    version = cells_version(LeaderboardCell.objects.filter(campaign__slug=campaign.slug)) if campaign.live else None
+    cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
-        "home", (campaign, variant, version, published), lambda: _home_board(campaign, variant, published)
+        "home", (campaign, variant, published), cells, lambda: _home_board(campaign, variant, published)
     )
     context = {
         "page": Page("Leaderboard"),
@@ -225,10 +226,10 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("No results for this chip yet.")
     name, cores = found
     choices = campaign_choices()
-    version = cells_version(LeaderboardCell.objects.filter(chip=name, gpu_cores=cores))
+    cells = LeaderboardCell.objects.filter(chip=name, gpu_cores=cores)
     published = published_rows(ReferenceRow.objects.for_chip(name, cores))
     board = cached_render(
-        "chip", (name, cores, choices, version, published), lambda: _chip_board(name, cores, choices, published)
+        "chip", (name, cores, choices, published), cells, lambda: _chip_board(name, cores, choices, published)
     )
     submissions = Submission.objects.public().filter(machine__chip=name, machine__gpu_cores=cores)
     context = {

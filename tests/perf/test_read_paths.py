@@ -1,6 +1,7 @@
 """The fast read paths answer exactly what the slow ones did: the cached leaderboard follows every
-refreshed cell and is still answered while the cache is unreachable, and the CSV built from plain
-values matches the JSON list row for row. (The pages' cached boards: tests/web/test_cached_pages.py.)"""
+refreshed cell (at once with the staleness bound at 0, within the bound otherwise) and is still
+answered while the cache is unreachable, and the CSV built from plain values matches the JSON list
+row for row. (The pages' cached boards: tests/web/test_cached_pages.py.)"""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.test import Client
 
 from benchhub.results import cells
 from tests.conftest import Api, build_payload
+from tests.web.test_cached_pages import stale_within
 
 pytestmark = pytest.mark.django_db
 
@@ -32,9 +34,10 @@ def _speedup(client: Client) -> Any:
     return [(row["speedup"], row["n_submissions"]) for row in rows["rows"]]
 
 
-def test_it_never_serves_a_cached_leaderboard_after_a_cell_changed(
-    client: Client, api: Api, ada: envelope.Signer
+def test_it_never_serves_a_cached_leaderboard_after_a_cell_changed_with_the_bound_at_0(
+    client: Client, api: Api, ada: envelope.Signer, settings: Any
 ) -> None:
+    settings.BENCHHUB_BOARD_MAX_STALENESS_SECONDS = 0
     _submit(api, ada, 209.75)
     first = _speedup(client)
     assert _speedup(client) == first  # served again, from the cache
@@ -44,9 +47,26 @@ def test_it_never_serves_a_cached_leaderboard_after_a_cell_changed(
     assert second[0][1] == 2
 
 
-def test_it_answers_the_leaderboard_while_the_cache_is_unreachable(
-    client: Client, api: Api, ada: envelope.Signer, settings: Any
+def test_it_serves_a_changed_leaderboard_as_rendered_within_the_bound_and_renders_it_again_past_it(
+    client: Client, api: Api, ada: envelope.Signer, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = stale_within(5, settings, monkeypatch)
+    _submit(api, ada, 209.75)
+    first = _speedup(client)
+    _submit(api, ada, 300.25)
+    clock.now += 4.9
+    assert _speedup(client) == first
+    clock.now += 0.1
+    second = _speedup(client)
+    assert second != first
+    assert second[0][1] == 2
+
+
+@pytest.mark.parametrize("bound", [0, 5])
+def test_it_answers_the_leaderboard_while_the_cache_is_unreachable(
+    client: Client, api: Api, ada: envelope.Signer, settings: Any, monkeypatch: pytest.MonkeyPatch, bound: float
+) -> None:
+    stale_within(bound, settings, monkeypatch)
     _submit(api, ada, 209.75)
     served = client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants"})
     settings.CACHES = {

@@ -1,23 +1,27 @@
 """The home and chip pages serve their boards from the cache under the cells' version: what they
-serve is what they would render without the cache, a refreshed cell shows at once, the parts read
-per request (query parameters, the submissions list) still change the page, and an unreachable
-cache costs nothing but the render."""
+serve is what they would render without the cache, a refreshed cell shows at once with the
+staleness bound at 0 and within the bound otherwise (one render per bound, however many requests
+arrive meanwhile), the parts read per request (query parameters, the submissions list) still change
+the page, and an unreachable cache costs nothing but the render."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import Max
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from benchhub.results import readcache
 from benchhub.results.cells import Group, refresh_group
 from benchhub.results.ingest import ingest_submission
 from benchhub.results.models import Campaign, LeaderboardCell, Submission
-from benchhub.results.readcache import cells_version
+from benchhub.results.readcache import cached_render, cells_version
 from benchhub.web import demo
 
 from .helpers import IQ2, IQ3, M1, M5_PRO, ingest_runs, page_text
@@ -33,6 +37,26 @@ UNREACHABLE = {
         "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},
     }
 }
+
+
+class Clock:
+    """readcache's clock, moved by the test instead of by sleeping."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stale_within(seconds: float, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The staleness bound at `seconds` on a clock the test moves, and an empty cache: a board an
+    earlier test rendered from the same inputs (another version, moments ago) would be served."""
+    settings.BENCHHUB_BOARD_MAX_STALENESS_SECONDS = seconds
+    clock = Clock()
+    monkeypatch.setattr(readcache, "now", clock)
+    cache.clear()
+    return clock
 
 
 def _get(client: Client, url: str, **params: str) -> tuple[str, int]:
@@ -59,19 +83,84 @@ def test_it_serves_from_the_cache_the_page_it_would_render_without_it(
     assert cached == rendered == uncached
 
 
+M1_IQ3 = "Apple M1 (8-core GPU)</a> · IQ3_XXS"
+DINA_M1_IQ3 = demo.DemoRun("demo-dina", M1, IQ3, 1, demo.Trouble())
+
+
 def test_it_shows_a_refreshed_cell_on_the_home_and_chip_pages_at_once(
-    client: Client, small_site: list[Submission], live_campaign: Campaign
+    client: Client, small_site: list[Submission], live_campaign: Campaign, settings: Any
 ) -> None:
-    m1_iq3 = "Apple M1 (8-core GPU)</a> · IQ3_XXS"
+    settings.BENCHHUB_BOARD_MAX_STALENESS_SECONDS = 0
     home, chip = page_text(client.get("/")), page_text(client.get(CHIP_PAGE))
     assert page_text(client.get("/")) == home  # served again, from the cache
-    assert "n=2, 2 contributors" not in _table(home, m1_iq3)
+    assert "n=2, 2 contributors" not in _table(home, M1_IQ3)
 
-    ingest_runs(live_campaign, [demo.DemoRun("demo-dina", M1, IQ3, 1, demo.Trouble())])
+    ingest_runs(live_campaign, [DINA_M1_IQ3])
 
     for before, after in ((home, page_text(client.get("/"))), (chip, page_text(client.get(CHIP_PAGE)))):
-        assert "n=2, 2 contributors" in _table(after, m1_iq3)  # 01+02: chen's run and dina's
-        assert _table(after, m1_iq3) != _table(before, m1_iq3)
+        assert "n=2, 2 contributors" in _table(after, M1_IQ3)  # 01+02: chen's run and dina's
+        assert _table(after, M1_IQ3) != _table(before, M1_IQ3)
+
+
+@pytest.mark.parametrize("url", ["/", CHIP_PAGE])
+def test_it_serves_a_changed_board_as_rendered_within_the_bound_and_renders_it_again_past_it(
+    client: Client,
+    small_site: list[Submission],
+    live_campaign: Campaign,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+) -> None:
+    clock = stale_within(5, settings, monkeypatch)
+    served = _table(page_text(client.get(url)), M1_IQ3)
+    assert "n=2, 2 contributors" not in served
+
+    ingest_runs(live_campaign, [DINA_M1_IQ3])
+    clock.now += 4.9
+    assert _table(page_text(client.get(url)), M1_IQ3) == served  # the cells' version moved, the board did not
+
+    clock.now += 0.1
+    renewed = _table(page_text(client.get(url)), M1_IQ3)
+    assert "n=2, 2 contributors" in renewed  # 01+02: chen's run and dina's
+    clock.now += 4.9
+    assert _table(page_text(client.get(url)), M1_IQ3) == renewed  # kept again, under the new version
+
+
+def test_it_renders_a_stale_board_once_while_other_requests_arrive_during_the_render(
+    small_site: list[Submission], live_campaign: Campaign, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = stale_within(5, settings, monkeypatch)
+    cells = LeaderboardCell.objects.filter(campaign=live_campaign)
+    renders: list[str] = []
+
+    def render(name: str) -> str:
+        renders.append(name)
+        return name
+
+    assert cached_render("board", "inputs", cells, lambda: render("first")) == "first"
+    ingest_runs(live_campaign, [DINA_M1_IQ3])
+    clock.now += 60
+
+    def render_while_others_arrive() -> str:
+        # Requests arriving while this one renders serve the board as it was, rather than render it too.
+        assert [cached_render("board", "inputs", cells, lambda: render("again")) for _ in range(3)] == ["first"] * 3
+        return render("second")
+
+    assert cached_render("board", "inputs", cells, render_while_others_arrive) == "second"
+    assert cached_render("board", "inputs", cells, lambda: render("third")) == "second"
+    assert renders == ["first", "second"]
+
+
+def test_it_renders_every_changed_board_with_the_bound_at_0(
+    small_site: list[Submission], live_campaign: Campaign, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = stale_within(0, settings, monkeypatch)
+    cells = LeaderboardCell.objects.filter(campaign=live_campaign)
+    assert cached_render("board", "inputs", cells, lambda: "first") == "first"
+    assert cached_render("board", "inputs", cells, lambda: "unchanged cells") == "first"
+    ingest_runs(live_campaign, [DINA_M1_IQ3])
+    clock.now -= 1  # as read by a process whose clock is behind the one that rendered "first"
+    assert cached_render("board", "inputs", cells, lambda: "second") == "second"
 
 
 def test_it_sees_a_refresh_that_commits_after_a_later_one(
@@ -113,10 +202,12 @@ def test_it_still_reads_query_parameters_and_the_submissions_list_per_request(
     assert f"/submissions/{older.pk}/" in listed
 
 
+@pytest.mark.parametrize("bound", [0, 5])
 @pytest.mark.parametrize("url", ["/", CHIP_PAGE])
 def test_it_renders_the_pages_while_the_cache_is_unreachable(
-    client: Client, small_site: list[Submission], settings: Any, url: str
+    client: Client, small_site: list[Submission], settings: Any, monkeypatch: pytest.MonkeyPatch, url: str, bound: float
 ) -> None:
+    stale_within(bound, settings, monkeypatch)
     served = page_text(client.get(url))
     settings.CACHES = UNREACHABLE
     assert page_text(client.get(url)) == served

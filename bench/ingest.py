@@ -177,6 +177,16 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
     report("ingest (issue 6 target 1)", lines)
 
 
+def register_in_process(client: Any, bench_crowd: Crowd, prefix: str) -> None:
+    """Register the crowd's keys through the API in this process (a key registered before answers 409)."""
+    for index, signer in enumerate(bench_crowd.signers):
+        client.post(
+            "/api/v1/contributors/",
+            payloads.registration_body(signer, f"{prefix}-{index}"),
+            content_type="application/json",
+        )
+
+
 def profile(count: int) -> None:
     """Where an API ingest spends its time, in process (no HTTP, no gunicorn): pyinstrument's tree."""
     from django.conf import settings
@@ -189,12 +199,7 @@ def profile(count: int) -> None:
 
     bench_crowd = crowd(16, seed=7)
     client = Client()
-    for index, signer in enumerate(bench_crowd.signers):
-        client.post(
-            "/api/v1/contributors/",
-            payloads.registration_body(signer, f"bench-{index}"),
-            content_type="application/json",
-        )
+    register_in_process(client, bench_crowd, "bench")
     bodies = bench_crowd.bodies(count)
     profiler = Profiler(interval=0.0005)
     profiler.start()

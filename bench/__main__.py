@@ -6,6 +6,7 @@ writers   ingest CPU with the COPY row writer against the ORM one, alternating i
 state     grow the database to --size submissions with COPY
 refresh   cell refresh per submission (target 2)
 reads     read latencies, EXPLAIN and CSV memory (target 3)
+reads-under-ingest  home page and leaderboard API while cells keep changing, staleness bound 0 and 5 s (target 3)
 storage   bytes per submission (target 5)
 rebuild   manage.py rebuild_cells from the raw envelopes (target 4)
 agent     the agent's own time on the real CPU end to end, run twice (target 6)
@@ -87,7 +88,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="requests per read endpoint")
     options = parser.parse_args()
 
-    from bench import agent_costs, ingest, reads, refresh, state, storage, writers
+    from bench import agent_costs, ingest, reads, reads_under_ingest, refresh, state, storage, writers
 
     if options.what == "agent":
         agent_costs.run()
@@ -128,6 +129,7 @@ def main() -> None:
         "state": lambda: state.grow(options.database, options.size),
         "refresh": lambda: refresh.run(50),
         "reads": lambda: reads.run(options.repeats, explain=True),
+        "reads-under-ingest": lambda: reads_under_ingest.run(rounds=10, per_round=5),
         "storage": lambda: storage.run(options.database),
         "rebuild": lambda: refresh.rebuild(options.database),
     }[options.what]()

@@ -31,6 +31,7 @@ VERBS = (
     "state",
     "refresh",
     "reads",
+    "reads-under-ingest",
     "storage",
     "rebuild",
     "agent",

@@ -4,7 +4,9 @@ and the check that the served cells equal a recomputation from scratch."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -62,6 +64,18 @@ class OwnRedis:
         self.process = None
 
 
+# The signal `pg_ctl stop` sends to the postmaster for each shutdown mode.
+SHUTDOWN_SIGNALS = {"fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 class OwnPostgres:
     """A throwaway PostgreSQL cluster on its own port, run as the postgres user (the server refuses
     root); the machine's cluster on 5432 is shared and never restarted."""
@@ -100,6 +114,15 @@ class OwnPostgres:
 
     def stop(self, mode: str = "fast") -> None:
         self._ctl("-m", mode, "stop")
+
+    def shut_down_now(self, mode: str) -> None:
+        """What `pg_ctl -m MODE stop` does, without pg_ctl's start-up time, so a test can stop the
+        server at a moment it chose: the mode's signal to the postmaster, then wait for its exit.
+        "fast" ends the sessions and writes a shutdown checkpoint; "immediate" is a crash (no
+        checkpoint, WAL still in memory is lost; the next start replays the WAL on disk)."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, SHUTDOWN_SIGNALS[mode])
+        wait_for(lambda: not process_exists(postmaster), 120, f"PostgreSQL's {mode} shutdown")
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

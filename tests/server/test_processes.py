@@ -75,6 +75,8 @@ class Stack:
             "BENCHHUB_SWEEPER_INTERVAL_SECONDS": "1",
             "BENCHHUB_SWEEPER_GRACE_SECONDS": "2",
             "CELERY_VISIBILITY_TIMEOUT_SECONDS": "5",
+            # The tests compare boards with what the cells say right after a refresh: never stale.
+            "BENCHHUB_BOARD_MAX_STALENESS_SECONDS": "0",
             "CELERY_QUEUE": f"benchhub-test-{uuid.uuid4().hex[:8]}",  # no stray messages from other runs
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}

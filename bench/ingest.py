@@ -4,7 +4,6 @@ schema, insert with COPY, in one plain process with psycopg)."""
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import random
 import statistics
@@ -17,7 +16,7 @@ from typing import Any
 import psycopg
 from benchhub_agent import envelope, schema
 
-from bench import copyrows, payloads
+from bench import payloads
 from bench.client import post_bodies
 from bench.figures import percentile, report, summary
 from bench.stack import Stack, service_env
@@ -95,17 +94,15 @@ def http_round(port: int, bodies: list[bytes], clients: int) -> RoundResult:
 
 
 def floor_round(database_url: str, bodies: list[bytes]) -> RoundResult:
-    """Everything the ingest must do, in one process with no framework: the yardstick."""
+    """Everything the ingest must do, in one process without Django's request handling: the yardstick.
+    Rows are derived and written by the product's functions (bench/copyrows.py) with psycopg and COPY."""
+    from bench import copyrows
     from benchhub.results.models import Campaign
 
-    campaign_id = Campaign.objects.get(slug=payloads.CAMPAIGN).pk
+    campaign = Campaign.objects.get(slug=payloads.CAMPAIGN)
     latencies = []
     with psycopg.connect(database_url, autocommit=True) as connection:
-        ids = {
-            table: copyrows.IdBlock(connection, table, 1000)
-            for table in ("results_submissionvariant", "results_sweeprun")
-        }
-        lookups = copyrows.Lookups(campaign_id)
+        lookups = copyrows.Lookups(campaign.pk, campaign.definition["sweep"])
         started_all = time.perf_counter()
         for body in bodies:
             started = time.perf_counter()
@@ -120,23 +117,17 @@ def floor_round(database_url: str, bodies: list[bytes]) -> RoundResult:
                 raise RuntimeError("a bench envelope did not verify")
             payload = envelope.parse_canonical_payload(opened.payload)
             schema.validate_submission(payload)
+            rows = copyrows.submission_rows(
+                payload,
+                body,
+                copyrows.sha256_hex(opened.payload),
+                key=(key_id, contributor_id),
+                lookups=lookups,
+                received_at=copyrows.now(),
+                refreshed=True,
+            )
             with connection.transaction(), connection.cursor() as cursor:
-                refs = (
-                    campaign_id,
-                    copyrows.machine_id(cursor, lookups, payload["machine"]),
-                    copyrows.model_id(cursor, lookups, payload["model"]),
-                )
-                rows = copyrows.rows_of(
-                    payload,
-                    body,
-                    hashlib.sha256(opened.payload).hexdigest(),
-                    key=(key_id, contributor_id),
-                    refs=refs,
-                    ids=ids,
-                    received_at=copyrows.now(),
-                    refreshed=True,
-                )
-                copyrows.copy_rows(cursor, [rows])
+                copyrows.write(cursor, [rows])
             latencies.append(time.perf_counter() - started)
         wall = time.perf_counter() - started_all
     return RoundResult(len(bodies), 0, wall, latencies, wall)

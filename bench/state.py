@@ -1,7 +1,8 @@
 """Large stored states for the growth and read benchmarks, written with COPY (not through the API).
 
-Rows are those the ingest path writes (bench/copyrows.py), raw envelopes included and really
-signed, so a rebuild from envelopes works on them. Two processes generate and COPY in parallel.
+Rows are those the ingest path writes (bench/copyrows.py: the product's derivation and COPY writer),
+raw envelopes included and really signed, so a rebuild from envelopes works on them. Two processes
+generate and COPY in parallel.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import psycopg
 from benchhub_agent import envelope
 
-from bench import copyrows, payloads
+from bench import payloads
 
 CONTRIBUTORS = 2000
 BATCH = 2000
@@ -51,50 +52,47 @@ def _contributors(connection: psycopg.Connection[Any], count: int) -> list[tuple
     return [known[index] for index in range(count)]
 
 
-def _worker(job: tuple[str, int, int, int, int, dict[str, Any]]) -> int:
+def _worker(job: tuple[str, int, int, int, dict[str, Any]]) -> int:
     import django
 
-    django.setup()  # a spawned process: copyrows reads the machine identity fields from the service
-    database_url, first, count, seed, campaign_id, context = job
+    django.setup()  # a spawned process: DJANGO_SETTINGS_MODULE and DATABASE_URL come from the environment
+    from bench import copyrows  # the service's models: only once Django is set up
+
+    database_url, first, count, seed, context = job
     rng = random.Random(seed)
     variants = [payloads.VariantSpec(**spec) for spec in context["variants"]]
     keys: list[tuple[int, int]] = context["keys"]
     signers = [payloads.persona(100_000 + index) for index in range(len(keys))]
-    lookups = copyrows.Lookups(campaign_id, context["machines"], context["models"])
+    lookups = copyrows.Lookups(
+        context["campaign_id"], context["campaign_sweep"], context["machines"], context["models"]
+    )
     written = 0
     with psycopg.connect(database_url, autocommit=True) as connection:
-        ids = {table: copyrows.IdBlock(connection, table, 50_000) for table in copyrows.ID_TABLES}
         while written < count:
             batch = []
+            for _ in range(min(BATCH, count - written)):
+                content = payloads.payload(rng, variants)
+                body = envelope.canonical_bytes(content)
+                persona = rng.randrange(len(keys))
+                signed = {
+                    "payload": base64.b64encode(body).decode(),
+                    "payloadType": envelope.SUBMISSION_TYPE,
+                    "signatures": [signers[persona].signature(envelope.SUBMISSION_TYPE, body)],
+                }
+                batch.append(
+                    copyrows.submission_rows(
+                        content,
+                        envelope.canonical_bytes(signed),
+                        copyrows.sha256_hex(body),
+                        key=keys[persona],
+                        lookups=lookups,
+                        received_at=START + timedelta(seconds=30 * (first + written)),
+                        refreshed=True,
+                    )
+                )
+                written += 1
             with connection.transaction(), connection.cursor() as cursor:
-                for _ in range(min(BATCH, count - written)):
-                    content = payloads.payload(rng, variants)
-                    body = envelope.canonical_bytes(content)
-                    persona = rng.randrange(len(keys))
-                    signed = {
-                        "payload": base64.b64encode(body).decode(),
-                        "payloadType": envelope.SUBMISSION_TYPE,
-                        "signatures": [signers[persona].signature(envelope.SUBMISSION_TYPE, body)],
-                    }
-                    refs = (
-                        campaign_id,
-                        copyrows.machine_id(cursor, lookups, content["machine"]),
-                        copyrows.model_id(cursor, lookups, content["model"]),
-                    )
-                    batch.append(
-                        copyrows.rows_of(
-                            content,
-                            envelope.canonical_bytes(signed),
-                            copyrows.sha256_hex(body),
-                            key=keys[persona],
-                            refs=refs,
-                            ids=ids,
-                            received_at=START + timedelta(seconds=30 * (first + written)),
-                            refreshed=True,
-                        )
-                    )
-                    written += 1
-                copyrows.copy_rows(cursor, batch)
+                copyrows.write(cursor, batch)
     return written
 
 
@@ -122,6 +120,7 @@ def grow(database_url: str, target: int, processes: int = 2) -> None:
 
 def generate(database_url: str, target: int, processes: int = 2) -> None:
     """Add generated submissions until the database holds `target`, then refresh every cell."""
+    from bench import copyrows
     from benchhub.results import campaigns
     from benchhub.results.models import Campaign
 
@@ -132,17 +131,16 @@ def generate(database_url: str, target: int, processes: int = 2) -> None:
     with psycopg.connect(database_url, autocommit=True) as connection:
         have = connection.execute("SELECT count(*) FROM results_submission").fetchone()[0]  # type: ignore[index]
         keys = _contributors(connection, CONTRIBUTORS)
-        lookups = copyrows.Lookups(campaign.pk)
-        with connection.cursor() as cursor:
-            for chip, cores, memory in payloads.CHIPS:
-                facts = payloads.payload(random.Random(0), variants)["machine"]
-                facts.update(chip=chip, gpu_name=chip, gpu_cores=cores, memory_bytes=memory * 2**30)
-                copyrows.machine_id(cursor, lookups, facts)
-            for model_name, architecture, n_params in payloads.MODELS:
-                for quant in payloads.QUANTS:
-                    model = payloads.payload(random.Random(0), variants)["model"]
-                    model.update(payloads.model_facts(model_name, architecture, n_params, quant))
-                    copyrows.model_id(cursor, lookups, model)
+    lookups = copyrows.Lookups(campaign.pk, campaign.definition["sweep"])
+    for chip, cores, memory in payloads.CHIPS:
+        facts = payloads.payload(random.Random(0), variants)["machine"]
+        facts.update(chip=chip, gpu_name=chip, gpu_cores=cores, memory_bytes=memory * 2**30)
+        copyrows.machine_id(lookups, facts)
+    for model_name, architecture, n_params in payloads.MODELS:
+        for quant in payloads.QUANTS:
+            model = payloads.payload(random.Random(0), variants)["model"]
+            model.update(payloads.model_facts(model_name, architecture, n_params, quant))
+            copyrows.model_id(lookups, model)
     missing = target - have
     if missing <= 0:
         _refresh(f"{have} submissions already (target {target})")
@@ -150,12 +148,14 @@ def generate(database_url: str, target: int, processes: int = 2) -> None:
     context = {
         "variants": [vars(variant) for variant in variants],
         "keys": keys,
+        "campaign_id": lookups.campaign_id,  # plain values: the job is unpickled before django.setup()
+        "campaign_sweep": lookups.campaign_sweep,
         "machines": lookups.machines,
         "models": lookups.models,
     }
     share = -(-missing // processes)
     jobs = [
-        (database_url, have + index * share, min(share, missing - index * share), have + index, campaign.pk, context)
+        (database_url, have + index * share, min(share, missing - index * share), have + index, context)
         for index in range(processes)
         if missing - index * share > 0
     ]
@@ -239,6 +239,6 @@ def clone(database_url: str, copies: int) -> None:
                 for step in CLONE_STEPS:
                     connection.execute(step, values)
             print(f"   clone {copy}/{copies}: {time.perf_counter() - started:.0f} s", flush=True)
-        for table in copyrows.ID_TABLES:
+        for table in ("results_submissionvariant", "results_sweeprun"):  # the ids the copies shifted
             connection.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
         connection.execute("VACUUM ANALYZE")

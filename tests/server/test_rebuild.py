@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,75 +30,37 @@ from benchhub.results.models import (
     SweepRow,
     SweepRun,
 )
-from tests.conftest import PATCH_TEXT, Api, build_payload, persona
+from tests.conftest import Api, build_payload, persona
+from tests.server.sqlite_process import run_on_fresh_sqlite
 
-ROOT = Path(__file__).resolve().parents[2]
 Snapshot = dict[str, list[tuple[Any, ...]]]
 
-# Every column of every derived table, with ids replaced by what they point at (ids change on a rebuild).
-SNAPSHOT_FIELDS: dict[str, tuple[type[Any], tuple[str, ...]]] = {
-    "variants": (SubmissionVariant, ("submission_id", "position", "name", "commit", "patches", "env")),
-    "runs": (SweepRun, ("submission_id", "variant__name", "rep", "seq", "exit_code")),
-    "sweep_rows": (SweepRow, ("run__submission_id", "run__seq", "batch_size", "pp_tps", "tg_tps", "t_pp_s", "t_tg_s")),
-    "correctness": (
-        CorrectnessCheck,
-        ("submission_id", "variant__name", "tool", "op", "backend", "status", "passed", "failed", "reason"),
-    ),
-    "generation": (
-        GenerationCheck,
-        (
-            "submission_id",
-            "variant__name",
-            "prompt_id",
-            "n_tokens",
-            "output_sha256",
-            "degenerate",
-            "repetition_score",
-            "identical_to_baseline",
-        ),
-    ),
-    "measurements": (
-        Measurement,
-        (
-            "submission_id",
-            "variant__name",
-            "campaign_id",
-            "contributor_id",
-            "chip",
-            "gpu_cores",
-            "quant",
-            "variant_name",
-            "batch_size",
-            "tg_tps",
-            "baseline_tg_tps",
-            "speedup",
-            "spread",
-            "n_reps",
-            "correctness_status",
-            "excluded_reason",
-        ),
-    ),
-    "cells": (
-        LeaderboardCell,
-        (
-            "campaign_id",
-            "chip",
-            "gpu_cores",
-            "quant",
-            "variant",
-            "batch_size",
-            "baseline_tg_tps",
-            "tg_tps",
-            "speedup",
-            "ci_low",
-            "ci_high",
-            "n_submissions",
-            "n_contributors",
-            "n_excluded_correctness",
-            "n_excluded_degenerate",
-        ),
-    ),
+# A rebuild renumbers variants and sweep runs: a reference to one is compared by what identifies it.
+RENUMBERED = {SubmissionVariant: ("name",), SweepRun: ("submission_id", "seq")}
+SNAPSHOT_MODELS: dict[str, type[Any]] = {
+    "variants": SubmissionVariant,
+    "runs": SweepRun,
+    "sweep_rows": SweepRow,
+    "correctness": CorrectnessCheck,
+    "generation": GenerationCheck,
+    "measurements": Measurement,
+    "cells": LeaderboardCell,
 }
+
+
+def snapshot_fields(model: type[Any]) -> tuple[str, ...]:
+    """Every column of a derived table but its own id and refresh time, references to renumbered
+    rows replaced by what identifies those rows."""
+    fields: list[str] = []
+    for field in model._meta.concrete_fields:
+        if field.primary_key or field.name == "updated_at":
+            continue
+        identity = RENUMBERED.get(field.related_model) if field.is_relation else None
+        if identity:
+            fields.extend(f"{field.name}__{part}" for part in identity)
+        else:
+            fields.append(field.attname)
+    return tuple(fields)
 
 
 def snapshot() -> Snapshot:
@@ -109,10 +68,10 @@ def snapshot() -> Snapshot:
         name: sorted(
             (
                 tuple(json.dumps(value, sort_keys=True, default=str) for value in row)
-                for row in model.objects.values_list(*fields)
+                for row in model.objects.values_list(*snapshot_fields(model))
             ),
         )
-        for name, (model, fields) in SNAPSHOT_FIELDS.items()
+        for name, model in SNAPSHOT_MODELS.items()
     }
 
 
@@ -197,10 +156,11 @@ def test_it_rebuilds_the_same_rows_in_worker_processes(api: Api, ada: envelope.S
 
 def rows_per_submission() -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
-    for name, (model, fields) in SNAPSHOT_FIELDS.items():
-        if name == "cells":
+    for name, model in SNAPSHOT_MODELS.items():
+        if model is LeaderboardCell:
             continue
-        for submission_id in model.objects.values_list(fields[0], flat=True):
+        submission = "run__submission_id" if model is SweepRow else "submission_id"
+        for submission_id in model.objects.values_list(submission, flat=True):
             per_table = counts.setdefault(str(submission_id), {})
             per_table[name] = per_table.get(name, 0) + 1
     return counts
@@ -278,23 +238,7 @@ print(json.dumps({"vendor": connection.vendor, "output": output.getvalue(),
 
 
 def test_it_rebuilds_the_same_rows_through_the_orm_on_sqlite(tmp_path: Path) -> None:
-    patches = tmp_path / "patches"
-    patches.mkdir()
-    for name, text in PATCH_TEXT.items():
-        (patches / name).write_bytes(text)
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "benchhub.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "BENCHHUB_PATCHES_DIR": str(patches),
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", SQLITE_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = run_on_fresh_sqlite(tmp_path, SQLITE_SCRIPT, timeout=300)
     assert report["vendor"] == "sqlite"
     assert "Rebuilt 10 submission(s)" in report["output"]
     assert report["damaged_differs"] and report["rebuilt_equal"]

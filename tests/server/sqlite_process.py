@@ -1,0 +1,37 @@
+"""Run a script in a fresh Python process on a fresh SQLite database, as the embedded default runs
+(no REDIS_URL: Celery tasks in process), and return the JSON object its last line prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import PATCH_TEXT
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_on_fresh_sqlite(tmp_path: Path, script: str, timeout: int) -> dict[str, Any]:
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    for name, text in PATCH_TEXT.items():
+        (patches / name).write_bytes(text)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "benchhub.settings",
+        # Only where the files go differs from a bare run: the default SQLite file and patches/ sit in the checkout.
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "BENCHHUB_PATCHES_DIR": str(patches),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return report

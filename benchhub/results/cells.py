@@ -1,18 +1,28 @@
-"""Recompute leaderboard cells from Measurement rows. Every function is idempotent: running one
-twice, or after a crash, gives the same cells.
+"""Keep leaderboard cells up to date from Measurement rows. Every function is idempotent: running
+one twice, or after a crash, gives the same cells.
 
 All cells a submission touches share its campaign, chip, GPU core count and quant (one machine,
-one model): a "group". A refresh recomputes a whole group: one indexed read (grouped per cell
-inside the database, so Python receives one row per cell, not one per submission), one DELETE and
-one INSERT of its cells, and one UPDATE marking every submission that was waiting for the group as
-refreshed. Refreshes are queued per group, not per submission, so a burst of submissions into one
-group costs one refresh (tasks.queue_refresh).
+one model): a "group". Refreshes are queued per group, not per submission, so a burst of
+submissions into one group costs one refresh (tasks.queue_refresh). A refresh, under the group's
+lock, takes the submissions waiting for the group (`cells_refreshed_at IS NULL`) into its cells
+and marks them refreshed. The invariant: a group's cells aggregate exactly the group's refreshed
+submissions.
+
+- Incremental (PostgreSQL, the common case): a cell keeps the elements at the ranks its statistics
+  need (`order_state`, see stats.py). The waiting submissions' values are merged in by stepping
+  each tracked element to its new rank through the cell's ordered indexes, reading a few
+  neighbours of each: the work grows with the submissions added, not with the cell's history.
+- Full: the whole group is read (grouped per cell inside the database) when a cell's state is
+  unknown (null: a new group, rows rewritten by moderation, SQLite), or asked for.
+
+Either way the cells are then replaced with one DELETE and one INSERT.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +30,11 @@ from django.db import connection, transaction
 from django.db.models import Aggregate, Count, Field, Q, QuerySet
 from django.utils import timezone
 
-from benchhub.results import stats
-from benchhub.results.models import LeaderboardCell, Measurement, Submission
+from benchhub.results import incremental, stats
+from benchhub.results.incremental import Cell, CellName, CellTotals, ranked_key
+from benchhub.results.models import INCLUDED_IN_CELLS, LeaderboardCell, Measurement, Submission
 
-# (variant, batch size) within a group
-CellName = tuple[str, int]
-INCLUDED = Q(excluded_reason=Measurement.Excluded.NONE, speedup__isnull=False, baseline_tg_tps__isnull=False)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,47 +100,57 @@ class ListAgg(Aggregate):
         return json.loads(stored) if isinstance(stored, str) else stored or []
 
 
-@dataclass(frozen=True)
-class CellInputs:
-    samples: stats.CellSamples
-    n_excluded_correctness: int
-    n_excluded_degenerate: int
-
-
-def _read_group(group: Group) -> dict[CellName, CellInputs]:
-    """Every cell's inputs, grouped per cell inside the database (one row per cell reaches Python,
-    not one per submission): the included submissions' values, the excluded ones counted."""
+def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
+    """Every cell recomputed from all of its rows, grouped per cell inside the database (one row
+    per cell reaches Python, not one per submission). Rows of submissions that started waiting
+    after `waiting` was read are left out, in the same statement, so that they stay for the next
+    refresh and are never counted twice."""
+    late = group.waiting_submissions().exclude(pk__in=waiting).values("pk")
     per_cell = (
         Measurement.objects.filter(**group.filter())
         .exclude(excluded_reason=Measurement.Excluded.HIDDEN)
+        .exclude(submission__in=late)
         .order_by()
         .values("variant_name", "batch_size")
         .annotate(
-            tg_values=ListAgg("tg_tps", filter=INCLUDED),
-            baseline_values=ListAgg("baseline_tg_tps", filter=INCLUDED),
-            speedup_values=ListAgg("speedup", filter=INCLUDED),
-            contributor_values=ListAgg("contributor_id", filter=INCLUDED),
+            ids=ListAgg("submission_id", filter=INCLUDED_IN_CELLS),
+            # named apart from the columns: the filter's speedup and baseline_tg_tps mean the columns
+            **{f"{column}_values": ListAgg(column, filter=INCLUDED_IN_CELLS) for column in stats.COLUMNS},
+            contributors=ListAgg("contributor_id", filter=INCLUDED_IN_CELLS),
             n_correctness=Count("batch_size", filter=Q(excluded_reason=Measurement.Excluded.CORRECTNESS_FAILED)),
             n_degenerate=Count("batch_size", filter=Q(excluded_reason=Measurement.Excluded.DEGENERATE_OUTPUT)),
         )
     )
-    return {
-        (row["variant_name"], row["batch_size"]): CellInputs(
-            stats.CellSamples(
-                ListAgg.values(row["tg_values"]),
-                ListAgg.values(row["baseline_values"]),
-                ListAgg.values(row["speedup_values"]),
-                ListAgg.values(row["contributor_values"]),
-            ),
-            row["n_correctness"],
-            row["n_degenerate"],
+    found: dict[CellName, Cell] = {}
+    for row in per_cell:
+        ids = [ranked_key(value) for value in ListAgg.values(row["ids"])]
+        columns = {
+            column: list(zip(ListAgg.values(row[f"{column}_values"]), ids, strict=True)) for column in stats.COLUMNS
+        }
+        totals = CellTotals(
+            len(ids), len(set(ListAgg.values(row["contributors"]))), row["n_correctness"], row["n_degenerate"]
         )
-        for row in per_cell
-    }
+        found[(row["variant_name"], row["batch_size"])] = (totals, stats.order_state(columns) if ids else {})
+    return found
 
 
-def _cell(group: Group, name: CellName, inputs: CellInputs) -> LeaderboardCell:
-    aggregate = stats.aggregate(inputs.samples)
+def _stored_cells(group: Group) -> dict[CellName, Cell] | None:
+    """The group's cells as stored; None when any cell's order state is unknown."""
+    stored: dict[CellName, Cell] = {}
+    for cell in LeaderboardCell.objects.filter(**group.filter()):
+        if cell.order_state is None:
+            return None
+        totals = CellTotals(
+            cell.n_submissions, cell.n_contributors, cell.n_excluded_correctness, cell.n_excluded_degenerate
+        )
+        state = {column: [(value, key) for value, key in elements] for column, elements in cell.order_state.items()}
+        stored[(cell.variant, cell.batch_size)] = (totals, state)
+    return stored
+
+
+def _cell(group: Group, name: CellName, cell: Cell) -> LeaderboardCell:
+    totals, state = cell
+    aggregate = stats.cell_stats(totals.n, state, totals.n_contributors)
     return LeaderboardCell(
         **group.filter(),
         variant=name[0],
@@ -141,31 +160,49 @@ def _cell(group: Group, name: CellName, inputs: CellInputs) -> LeaderboardCell:
         speedup=aggregate.speedup if aggregate else None,
         ci_low=aggregate.ci_low if aggregate else None,
         ci_high=aggregate.ci_high if aggregate else None,
-        n_submissions=aggregate.n_submissions if aggregate else 0,
-        n_contributors=aggregate.n_contributors if aggregate else 0,
-        n_excluded_correctness=inputs.n_excluded_correctness,
-        n_excluded_degenerate=inputs.n_excluded_degenerate,
+        n_submissions=totals.n,
+        n_contributors=totals.n_contributors,
+        n_excluded_correctness=totals.n_excluded_correctness,
+        n_excluded_degenerate=totals.n_excluded_degenerate,
+        order_state=state,
     )
 
 
 @transaction.atomic
-def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
-    """Recompute every cell of the group and mark the submissions that waited for it as refreshed;
-    returns the number of cells. With only_if_waiting, a group nobody waits for is left alone
-    (a duplicate or late refresh message costs one query)."""
+def refresh_group(group: Group, only_if_waiting: bool = False, full: bool = False) -> int:
+    """Take the submissions waiting for the group into its cells and mark them refreshed; returns
+    the number of cells. Incremental where the cells' order state allows it; read in full when
+    asked (`full`) or when nobody waits, unless only_if_waiting (then a duplicate or late refresh
+    message costs one query)."""
     _lock(group)
-    # Read before the measurements: every submission listed here has committed, so its rows are in
-    # the read below. One that commits in between is read but stays waiting: its own queued
-    # refresh runs again, never the other way round (marked refreshed but missing from the cells).
+    # Read before the measurements: every submission listed here has committed, so its rows are
+    # read below. One that commits in between stays waiting for its own queued refresh.
     waiting = list(group.waiting_submissions().values_list("pk", flat=True))
     if only_if_waiting and not waiting:
         return 0
-    inputs = _read_group(group)
+    computed = None
+    mergeable = waiting and not full and connection.vendor == "postgresql"
+    stored = _stored_cells(group) if mergeable else None
+    if stored:
+        try:
+            computed = incremental.merged(group, stored, waiting)
+        except stats.StaleState:
+            logger.warning("the order state of %s disagrees with its rows; recomputing the group", group)
+    if computed is None:
+        computed = _read_group(group, waiting)
     LeaderboardCell.objects.filter(**group.filter()).delete()
-    LeaderboardCell.objects.bulk_create([_cell(group, name, cell_inputs) for name, cell_inputs in inputs.items()])
+    LeaderboardCell.objects.bulk_create([_cell(group, name, cell) for name, cell in computed.items()])
     if waiting:
         Submission.objects.filter(pk__in=waiting).update(cells_refreshed_at=timezone.now())
-    return len(inputs)
+    return len(computed)
+
+
+def forget_order_state(group: Group) -> None:
+    """Make the group's next refresh read it in full: for changes other than submissions arriving
+    (a moderator hiding or restoring one rewrites its rows). Takes the group's lock, so no refresh
+    in progress can write a state computed before the change."""
+    _lock(group)
+    LeaderboardCell.objects.filter(**group.filter()).update(order_state=None)
 
 
 def refresh_submission_cells(submission_id: str) -> int:
@@ -177,13 +214,19 @@ def refresh_submission_cells(submission_id: str) -> int:
 
 
 def refresh_all_cells() -> int:
-    """Recompute every cell that has measurements and drop cells that have none, one group at a
-    time (memory bounded by the largest group, not by the table)."""
+    """Recompute every cell in full, taking in every waiting submission, and drop cells that have
+    no rows, one group at a time (memory bounded by the largest group, not by the table)."""
     groups = {
         Group(*values)
         for values in Measurement.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
+    } | {
+        Group(*values)
+        for values in Submission.objects.filter(cells_refreshed_at__isnull=True)
+        .order_by()
+        .values_list("campaign_id", "machine__chip", "machine__gpu_cores", "model_file__file_type")
+        .distinct()
     }
-    count = sum(refresh_group(group) for group in sorted(groups, key=Group.sort_key))
+    count = sum(refresh_group(group, full=True) for group in sorted(groups, key=Group.sort_key))
     for values in (
         LeaderboardCell.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
     ):

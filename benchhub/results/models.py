@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from django.db import models
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
 from benchhub.accounts.models import Contributor, PublicKey
@@ -209,6 +209,11 @@ class GenerationCheck(models.Model):
     identical_to_baseline = models.BooleanField()
 
 
+# The fields naming a measurement's cell, and which measurements its statistics take.
+CELL_FIELDS = ("campaign", "chip", "gpu_cores", "quant", "variant_name", "batch_size")
+INCLUDED_IN_CELLS = Q(excluded_reason="", speedup__isnull=False, baseline_tg_tps__isnull=False)
+
+
 class Measurement(models.Model):
     """One submission x variant x batch size, with the chip/quant/variant denormalised so that
     refreshing a cell and filtering the API are single indexed queries."""
@@ -253,6 +258,23 @@ class Measurement(models.Model):
             # The measurements list filtered by chip and quant, newest first, walks this backwards
             # instead of filtering the whole primary key.
             models.Index(fields=["chip", "quant", "-id"], name="measurement_chip_quant_id"),
+            # A cell's included values in order, one index per column the cell's statistics take order
+            # statistics of, and its contributors: an incremental refresh steps its tracked elements
+            # through these to their new ranks (cells.py) instead of reading the cell's history.
+            *(
+                models.Index(
+                    fields=[*CELL_FIELDS, column, "submission"],
+                    condition=INCLUDED_IN_CELLS,
+                    name=f"measurement_order_{short}",
+                )
+                for column, short in (("tg_tps", "tg"), ("baseline_tg_tps", "baseline"), ("speedup", "speedup"))
+            ),
+            models.Index(
+                fields=[*CELL_FIELDS, "contributor"],
+                include=["submission"],
+                condition=INCLUDED_IN_CELLS,
+                name="measurement_cell_contributor",
+            ),
         )
 
 
@@ -275,6 +297,12 @@ class LeaderboardCell(models.Model):
     n_contributors = models.PositiveIntegerField(default=0)
     n_excluded_correctness = models.PositiveIntegerField(default=0)
     n_excluded_degenerate = models.PositiveIntegerField(default=0)
+    order_state = models.JSONField(
+        null=True,
+        editable=False,
+        help_text="The elements at the ranks the statistics need, per column (stats.OrderState): what an "
+        "incremental refresh starts from. Null: unknown, the next refresh reads the whole cell.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -8,7 +8,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
 from benchhub.accounts.models import ModerationEvent, PublicKey
-from benchhub.results.cells import Group
+from benchhub.results.cells import Group, forget_order_state
 from benchhub.results.measurements import rebuild_measurements
 from benchhub.results.models import Submission
 from benchhub.results.tasks import queue_refresh
@@ -34,12 +34,13 @@ def set_hidden(submissions: Iterable[Submission], hidden: bool, actor: Actor, re
         if submission.hidden == hidden:
             continue
         with transaction.atomic():
+            group = Group.of(submission)
+            forget_order_state(group)  # its rows leave or rejoin the cells: not an incremental change
             submission.hidden = hidden
             submission.cells_refreshed_at = None
             submission.save(update_fields=["hidden", "cells_refreshed_at"])
             rebuild_measurements(submission)
             _audit(actor, action, str(submission.id), reason)
-            group = Group.of(submission)
             transaction.on_commit(lambda group=group: queue_refresh(group))  # type: ignore[misc]
         changed += 1
     return changed

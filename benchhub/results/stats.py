@@ -12,21 +12,31 @@ above 95%. Below n = 6 no pair of order statistics reaches 95%, so the interval 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from heapq import merge
 
 CONFIDENCE = 0.95
 
 
-def median(values: Sequence[float]) -> float:
-    if not values:
+def median_ranks(n: int) -> tuple[int, int]:
+    """1-based ranks of the two middle order statistics (the same one twice for odd n)."""
+    if n < 1:
         raise ValueError("median of no values")
+    return (n + 1) // 2, n // 2 + 1
+
+
+def median_of(low: float, high: float) -> float:
+    """The median from the order statistics at median_ranks."""
+    return float(low) if low == high else (low + high) / 2
+
+
+def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return float(ordered[middle])
-    return (ordered[middle - 1] + ordered[middle]) / 2
+    low, high = median_ranks(len(ordered))
+    return median_of(ordered[low - 1], ordered[high - 1])
 
 
 def spread(values: Sequence[float]) -> float:
@@ -90,17 +100,101 @@ class CellSamples:
     contributors: Sequence[int]
 
 
+# A cell's statistics are order statistics of three columns. Only the elements at a few ranks are
+# needed, so a cell can be kept up to date from those elements alone, stepping each one to its new
+# rank when values are added (cells.py), instead of re-reading the cell's whole history.
+COLUMNS = ("tg_tps", "baseline_tg_tps", "speedup")
+
+# One element of a column in a total order: its value, then a key unique within the cell breaking
+# ties, so that "the element at rank r" is one definite row. Cells use the submission's id (one row
+# per submission and cell), which a rebuild of the rows keeps.
+Ranked = tuple[float, str]
+# Per column, the elements at tracked_ranks(n)[column], in that order.
+OrderState = dict[str, list[Ranked]]
+
+
+def tracked_ranks(n: int) -> dict[str, tuple[int, ...]]:
+    """The 1-based ranks each column's statistics need among n values."""
+    low, high = median_ranks(n)
+    ci_low, ci_high = median_interval_ranks(n)
+    return {"tg_tps": (low, high), "baseline_tg_tps": (low, high), "speedup": (ci_low, low, high, ci_high)}
+
+
+def order_state(columns: Mapping[str, Sequence[Ranked]]) -> OrderState:
+    """The tracked elements of a cell, from every element of each column (in any order)."""
+    n = len(columns["speedup"])
+    ranks = tracked_ranks(n)
+    state: OrderState = {}
+    for column in COLUMNS:
+        ordered = sorted(columns[column])
+        state[column] = [ordered[rank - 1] for rank in ranks[column]]
+    return state
+
+
+def cell_stats(n: int, state: OrderState, n_contributors: int) -> CellStats | None:
+    """Medians across submissions and the interval of the median speedup; None for no samples."""
+    if n == 0:
+        return None
+    ci_low, low, high, ci_high = (value for value, _ in state["speedup"])
+    return CellStats(
+        tg_tps=median_of(state["tg_tps"][0][0], state["tg_tps"][1][0]),
+        baseline_tg_tps=median_of(state["baseline_tg_tps"][0][0], state["baseline_tg_tps"][1][0]),
+        speedup=median_of(low, high),
+        ci_low=float(ci_low),
+        ci_high=float(ci_high),
+        n_submissions=n,
+        n_contributors=n_contributors,
+    )
+
+
 def aggregate(samples: CellSamples) -> CellStats | None:
     """Medians across submissions and the interval of the median speedup; None for no samples."""
     if not samples.speedup:
         return None
-    ci_low, ci_high = median_interval(samples.speedup)
-    return CellStats(
-        tg_tps=median(samples.tg_tps),
-        baseline_tg_tps=median(samples.baseline_tg_tps),
-        speedup=median(samples.speedup),
-        ci_low=ci_low,
-        ci_high=ci_high,
-        n_submissions=len(samples.speedup),
-        n_contributors=len(set(samples.contributors)),
-    )
+    columns = {
+        column: [(value, f"{index:09d}") for index, value in enumerate(getattr(samples, column))] for column in COLUMNS
+    }
+    return cell_stats(len(samples.speedup), order_state(columns), len(set(samples.contributors)))
+
+
+class StaleState(Exception):
+    """The stored elements and the stored order state disagree (rows rewritten under it): the cell
+    must be recomputed from all of its values."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """How one tracked element reaches its rank after values are added: `steps` positions from
+    `start` (an element already stored) through the merged order, forward when positive. Reaching
+    it needs at most |steps| stored neighbours of `start` in that direction (the added values in
+    between count as steps too)."""
+
+    start: Ranked
+    steps: int
+
+
+def moves(n: int, state: list[Ranked], column: str, added: Sequence[Ranked]) -> list[Move | Ranked]:
+    """For each tracked element of `column`, after the sorted values `added` join the n stored
+    ones: the element itself when it is one of the added (or stays put), else the Move to make."""
+    new_ranks = tracked_ranks(n + len(added))[column]
+    if n == 0:
+        return [added[rank - 1] for rank in new_ranks]
+    result: list[Move | Ranked] = []
+    for start, old_rank, new_rank in zip(state, tracked_ranks(n)[column], new_ranks, strict=True):
+        steps = new_rank - (old_rank + bisect_left(added, start))
+        result.append(Move(start, steps) if steps else start)
+    return result
+
+
+def resolve(move: Move, neighbours: Sequence[Ranked], added: Sequence[Ranked]) -> Ranked:
+    """The element `move` reaches, given the stored neighbours of its start in its direction
+    (nearest first; at most |steps| of them, fewer only where the column ends) and the sorted added
+    values."""
+    if move.steps > 0:
+        between = merge(neighbours, added[bisect_left(added, move.start) :])
+    else:
+        between = merge(neighbours, reversed(added[: bisect_left(added, move.start)]), reverse=True)
+    for position, element in enumerate(between, start=1):
+        if position == abs(move.steps):
+            return element
+    raise StaleState(f"fewer than {abs(move.steps)} elements beside {move.start}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchhub.results import stats
 
@@ -61,3 +63,56 @@ def test_it_aggregates_medians_and_counts_contributors() -> None:
     assert (cell.ci_low, cell.ci_high) == (pytest.approx(90 / 71.5), pytest.approx(200 / 137))
     assert (cell.n_submissions, cell.n_contributors) == (3, 2)
     assert stats.aggregate(stats.CellSamples([], [], [], [])) is None
+
+
+def _neighbours(stored: list[stats.Ranked], move: stats.Move) -> list[stats.Ranked]:
+    """What the database returns for a move: up to |steps| stored elements next to its start."""
+    ordered = sorted(stored)
+    at = ordered.index(move.start)
+    if move.steps > 0:
+        return ordered[at + 1 : at + 1 + move.steps]
+    return list(reversed(ordered[max(0, at + move.steps) : at]))
+
+
+def _merged_state(stored: list[stats.Ranked], added: list[stats.Ranked]) -> dict[str, list[stats.Ranked]]:
+    """stats.moves + stats.resolve over plain lists, the way cells.py runs them over indexes."""
+    state = stats.order_state({column: stored for column in stats.COLUMNS}) if stored else {}
+    result = {}
+    for column in stats.COLUMNS:
+        steps = stats.moves(len(stored), state.get(column, []), column, sorted(added))
+        result[column] = [
+            stats.resolve(step, _neighbours(stored, step), sorted(added)) if isinstance(step, stats.Move) else step
+            for step in steps
+        ]
+    return result
+
+
+# Few distinct values, so that ties (the baseline's speedup is 1.0 in every submission) are common.
+values = st.sampled_from([0.5, 1.0, 1.0, 1.25, 1.5, 2.0, 3.0])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(values, max_size=60), st.lists(values, min_size=1, max_size=25))
+def test_it_steps_the_tracked_elements_to_the_ranks_a_full_sort_gives(old: list[float], new: list[float]) -> None:
+    keys = iter(f"{index:04d}" for index in range(len(old) + len(new)))
+    stored = [(value, next(keys)) for value in old]
+    added = [(value, next(keys)) for value in new]
+    assert _merged_state(stored, added) == stats.order_state({column: stored + added for column in stats.COLUMNS})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(values, min_size=1, max_size=60), st.lists(values, min_size=1, max_size=25))
+def test_it_gives_the_same_statistics_as_the_full_aggregate(old: list[float], new: list[float]) -> None:
+    keys = iter(f"{index:04d}" for index in range(len(old) + len(new)))
+    stored = [(value, next(keys)) for value in old]
+    added = [(value, next(keys)) for value in new]
+    everything = old + new
+    expected = stats.aggregate(stats.CellSamples(everything, everything, everything, [1] * len(everything)))
+    assert stats.cell_stats(len(everything), _merged_state(stored, added), 1) == expected
+
+
+def test_it_refuses_to_step_past_elements_that_are_not_there() -> None:
+    move = stats.Move(start=(1.0, "a"), steps=3)
+    with pytest.raises(stats.StaleState):
+        stats.resolve(move, [(1.5, "b")], [(2.0, "c")])
+    assert stats.resolve(move, [(1.5, "b"), (4.0, "d")], [(2.0, "c")]) == (4.0, "d")

@@ -4,12 +4,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
-from django.utils import timezone
 
 from benchhub.results import bulk, cells, storage
 from benchhub.results.models import (
     CorrectnessCheck,
     GenerationCheck,
+    LeaderboardCell,
     Measurement,
     RawEnvelope,
     Submission,
@@ -40,17 +40,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, chunk: int, workers: int, **options: Any) -> None:
         started = time.perf_counter()
+        # Refreshes while the rows are rewritten read their groups in full: an incremental one
+        # could step from elements whose values the new derivation changes.
+        LeaderboardCell.objects.update(order_state=None)
         if connection.vendor == "postgresql":
             count = bulk.rebuild_all(workers, chunk)
         else:
             count = self._rebuild_with_the_orm(chunk)
         rows_done = time.perf_counter()
-        cells_started = timezone.now()
         refreshed = cells.refresh_all_cells()
-        # Only the submissions still waiting: rewriting every row's timestamp would cost a full table update.
-        Submission.objects.filter(cells_refreshed_at__isnull=True, received_at__lt=cells_started).update(
-            cells_refreshed_at=timezone.now()
-        )
         self.stdout.write(
             f"Rebuilt {count} submission(s) and {refreshed} cell(s) from the raw envelopes "
             f"(rows {rows_done - started:.1f} s, cells {time.perf_counter() - rows_done:.1f} s)."

@@ -1,0 +1,180 @@
+"""Incremental cell refreshes (cells.py) against the full recomputation they replace, on PostgreSQL:
+the same cells, to the last bit and the last tracked element, after any sequence of arrivals,
+exclusions, ties, late commits, moderation and stale state."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from benchhub_agent import envelope
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from benchhub.accounts.models import Contributor
+from benchhub.results import cells, incremental, moderation
+from benchhub.results.models import LeaderboardCell, Submission
+from tests.conftest import Api, build_payload, persona
+
+pytestmark = pytest.mark.django_db
+
+CELL_FIELDS = (
+    "variant",
+    "batch_size",
+    "tg_tps",
+    "baseline_tg_tps",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "n_submissions",
+    "n_contributors",
+    "n_excluded_correctness",
+    "n_excluded_degenerate",
+    "order_state",
+)
+
+
+@pytest.fixture
+def crowd(api: Api, campaign: Any) -> list[envelope.Signer]:
+    signers = [persona(name) for name in ("ada", "bob", "cole")]
+    for signer, name in zip(signers, ("ada", "bob", "cole"), strict=True):
+        assert api.register(signer, name).status_code == 201
+    return signers
+
+
+def submit(api: Api, signer: envelope.Signer, rng: random.Random) -> str:
+    """A submission with values drawn from a few, so ties are common, and now and then an exclusion."""
+
+    def reps() -> list[float]:
+        return [rng.choice([100.0, 120.0, 150.0, 150.0, 180.0])] * 2
+
+    options: dict[str, Any] = {}
+    if rng.random() < 0.15:
+        options["correctness"] = {"01": "fail"}
+    elif rng.random() < 0.15:
+        options["degenerate"] = {"01": True}
+    sizes = rng.choice([(1, 4), (4,), (1, 4, 8)])
+    tg = {name: {size: reps() for size in sizes} for name in ("upstream", "01")}
+    response = api.submit(build_payload(tg=tg, **options), signer)
+    assert response.status_code == 201, response.json()
+    return str(response.json()["id"])
+
+
+def snapshot(group: cells.Group) -> list[tuple[Any, ...]]:
+    return sorted(LeaderboardCell.objects.filter(**group.filter()).values_list(*CELL_FIELDS))
+
+
+def recomputed_in_full(group: cells.Group) -> list[tuple[Any, ...]]:
+    """What a full read gives for the refreshed submissions, computed in a savepoint rolled back."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SAVEPOINT full_read")
+        cells.refresh_group(group, full=True)
+        return snapshot(group)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ROLLBACK TO SAVEPOINT full_read")
+
+
+def refresh_incrementally(group: cells.Group) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        cells.refresh_group(group, only_if_waiting=True)
+    sql = " ".join(query["sql"] for query in queries.captured_queries)
+    assert "ARRAY_AGG" not in sql, "the refresh read the group's history"
+    assert "CROSS JOIN LATERAL" in sql, "the refresh stepped no tracked element"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_it_keeps_the_cells_a_full_read_gives_through_any_arrivals(
+    api: Api, crowd: list[envelope.Signer], seed: int
+) -> None:
+    rng = random.Random(seed)
+    first = submit(api, crowd[0], rng)
+    group = cells.Group.of(Submission.objects.select_related("machine", "model_file").get(pk=first))
+    cells.refresh_group(group)
+    for _ in range(12):
+        for _ in range(rng.randint(1, 4)):  # a burst that one refresh takes in
+            submit(api, rng.choice(crowd), rng)
+        refresh_incrementally(group)
+        assert snapshot(group) == recomputed_in_full(group)
+    assert not group.waiting_submissions().exists()
+    assert LeaderboardCell.objects.get(variant="01", batch_size=4).n_contributors == 3
+
+
+def test_it_leaves_a_submission_that_commits_during_the_refresh_for_the_next(
+    api: Api, crowd: list[envelope.Signer]
+) -> None:
+    rng = random.Random(7)
+    group = cells.Group.of(
+        Submission.objects.select_related("machine", "model_file").get(pk=submit(api, crowd[0], rng))
+    )
+    cells.refresh_group(group)
+    listed = [submit(api, crowd[1], rng) for _ in range(3)]
+    late = submit(api, crowd[2], rng)  # committed after the refresh listed who was waiting
+    stored = cells._stored_cells(group)
+    assert stored is not None
+    merged = incremental.merged(group, stored, listed)
+    with_late = incremental.merged(group, stored, [*listed, late])
+    assert merged != with_late, "the late submission's rows must not be stepped over as if stored"
+    Submission.objects.filter(pk__in=listed).update(cells_refreshed_at="2026-12-01T00:00:00Z")
+    LeaderboardCell.objects.filter(**group.filter()).delete()
+    LeaderboardCell.objects.bulk_create([cells._cell(group, name, cell) for name, cell in merged.items()])
+    refresh_incrementally(group)  # now the late one: counted twice if the first refresh had stepped over it
+    assert not group.waiting_submissions().exists()
+    assert snapshot(group) == recomputed_in_full(group)
+
+
+def test_it_reads_a_group_in_full_after_a_moderator_hides_a_submission(
+    api: Api, crowd: list[envelope.Signer], admin_user: Any
+) -> None:
+    rng = random.Random(11)
+    ids = [submit(api, crowd[index % 3], rng) for index in range(6)]
+    group = cells.Group.of(Submission.objects.select_related("machine", "model_file").get(pk=ids[0]))
+    cells.refresh_group(group)
+    before = snapshot(group)
+    moderation.set_hidden(Submission.objects.filter(pk=ids[2]), True, admin_user, "test")
+    assert set(LeaderboardCell.objects.filter(**group.filter()).values_list("order_state", flat=True)) == {None}
+    cells.refresh_group(group, only_if_waiting=True)
+    after = snapshot(group)
+    assert after == recomputed_in_full(group)
+    assert after != before
+    assert LeaderboardCell.objects.get(variant="01", batch_size=4).n_submissions < 6
+    submit(api, crowd[0], rng)
+    refresh_incrementally(group)
+    assert snapshot(group) == recomputed_in_full(group)
+
+
+def test_it_recomputes_a_group_whose_state_points_past_its_rows(
+    api: Api, crowd: list[envelope.Signer], caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = random.Random(13)
+    group = cells.Group.of(
+        Submission.objects.select_related("machine", "model_file").get(pk=submit(api, crowd[0], rng))
+    )
+    submit(api, crowd[1], rng)
+    cells.refresh_group(group)
+    cell = LeaderboardCell.objects.get(variant="01", batch_size=4)
+    # As if the rows had been re-derived with other values under the state (a rebuild that crashed).
+    assert cell.order_state is not None
+    cell.order_state = {column: [[0.0, key] for _, key in elements] for column, elements in cell.order_state.items()}
+    cell.save()
+    for _ in range(3):
+        submit(api, crowd[2], rng)
+    cells.refresh_group(group, only_if_waiting=True)
+    assert "disagrees with its rows" in caplog.text
+    assert snapshot(group) == recomputed_in_full(group)
+
+
+def test_it_counts_a_contributor_once_whether_stored_or_arriving(api: Api, crowd: list[envelope.Signer]) -> None:
+    rng = random.Random(17)
+    group = cells.Group.of(
+        Submission.objects.select_related("machine", "model_file").get(pk=submit(api, crowd[0], rng))
+    )
+    cells.refresh_group(group)
+    for signer in (crowd[0], crowd[0], crowd[1], crowd[1]):
+        submit(api, signer, rng)
+    refresh_incrementally(group)
+    counts = dict(LeaderboardCell.objects.filter(variant="upstream").values_list("batch_size", "n_contributors"))
+    assert counts[4] == 2 == Contributor.objects.filter(submissions__measurements__batch_size=4).distinct().count()
+    assert snapshot(group) == recomputed_in_full(group)

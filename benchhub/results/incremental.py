@@ -81,159 +81,157 @@ def _read_added(group: Group, waiting: list[Any]) -> dict[CellName, Added]:
 
 
 class _StoredRows:
-    """Reads of a group's stored rows for an incremental refresh: only rows of refreshed
-    submissions (every waiting one is left out, in the same statement), through the partial
-    indexes on each cell's included values (models.Measurement)."""
+    """What an incremental refresh reads of a group's stored rows, in one statement: only rows of
+    refreshed submissions (every waiting one is left out in that statement), each lookup a probe of
+    the partial indexes on each cell's included values (models.Measurement), never a scan of the
+    cell (LATERAL ... LIMIT keeps the planner from hashing the whole group instead)."""
 
     def __init__(self, group: Group) -> None:
-        waiting_sql, waiting_params = group.waiting_submissions().values("pk").query.sql_with_params()
-        self.prefix = f"WITH waiting AS MATERIALIZED ({waiting_sql}) "
-        self.params: list[Any] = [*waiting_params]
+        waiting_sql, waiting_params = group.waiting_submissions().order_by().values("pk").query.sql_with_params()
         gpu = "m.gpu_cores IS NULL" if group.gpu_cores is None else "m.gpu_cores = %s"
-        self.where = (
-            f"m.campaign_id = %s AND m.chip = %s AND {gpu} AND m.quant = %s "
+        self.prefix = f"WITH waiting AS MATERIALIZED ({waiting_sql}) "
+        self.prefix_params: list[Any] = [*waiting_params]
+        self.rows = (
+            f"FROM {Measurement._meta.db_table} m "
+            f"WHERE m.campaign_id = %s AND m.chip = %s AND {gpu} AND m.quant = %s "
             "AND m.variant_name = q.variant AND m.batch_size = q.batch_size "
             "AND m.excluded_reason = '' AND m.speedup IS NOT NULL AND m.baseline_tg_tps IS NOT NULL "
             "AND m.submission_id NOT IN (SELECT * FROM waiting)"
         )
-        self.where_params = [group.campaign_id, group.chip, *([] if group.gpu_cores is None else [group.gpu_cores])]
-        self.where_params.append(group.quant)
-        self.table = Measurement._meta.db_table
+        self.rows_params = [group.campaign_id, group.chip, *([] if group.gpu_cores is None else [group.gpu_cores])]
+        self.rows_params.append(group.quant)
+        self.parts: list[str] = []
+        self.params: list[Any] = []
 
-    def neighbours(self, requests: list[tuple[CellName, str, stats.Move]]) -> list[list[stats.Ranked]]:
-        """For each (cell, column, move): up to |steps| stored elements next to the move's start in
-        its direction, nearest first. One statement for all of them."""
-        found: list[list[stats.Ranked]] = [[] for _ in requests]
-        if not requests:
-            return found
-        parts, params = [], list(self.params)
-        for column in stats.COLUMNS:
-            for forward in (True, False):
-                chosen = [
-                    (index, name, move)
-                    for index, (name, of, move) in enumerate(requests)
-                    if of == column and (move.steps > 0) == forward
-                ]
-                if not chosen:
-                    continue
-                order = "ASC" if forward else "DESC"
-                parts.append(
-                    "SELECT q.i, x.value, x.submission_id FROM unnest(%s::int[], %s::text[], %s::int[], %s::float8[], "
-                    "%s::uuid[], %s::int[]) AS q(i, variant, batch_size, value, submission, k) CROSS JOIN LATERAL ("
-                    f"SELECT m.{column} AS value, m.submission_id FROM {self.table} m WHERE {self.where} "
-                    f"AND (m.{column}, m.submission_id) {'>' if forward else '<'} (q.value, q.submission) "
-                    f"ORDER BY m.{column} {order}, m.submission_id {order} LIMIT q.k) AS x"
-                )
-                params += [
-                    [index for index, _, _ in chosen],
-                    [name[0] for _, name, _ in chosen],
-                    [name[1] for _, name, _ in chosen],
-                    [move.start[0] for _, _, move in chosen],
-                    [move.start[1] for _, _, move in chosen],
-                    [abs(move.steps) for _, _, move in chosen],
-                    *self.where_params,
-                ]
-        with connection.cursor() as cursor:
-            cursor.execute(self.prefix + " UNION ALL ".join(parts), params)
-            for index, value, key in cursor.fetchall():
-                found[index].append((value, ranked_key(key)))
-        for (_, _, move), elements in zip(requests, found, strict=True):
-            elements.sort(reverse=move.steps < 0)
-        return found
-
-    def all_present(self, elements: list[tuple[CellName, str, stats.Ranked]]) -> bool:
-        """Whether every (cell, column, element) is a stored included row: the tracked elements an
-        incremental refresh starts from must be (a rebuild that changed values, a crash, a manual
-        edit would leave them pointing at nothing)."""
-        parts, params = [], list(self.params)
-        for column in stats.COLUMNS:
-            chosen = [(name, element) for name, of, element in elements if of == column]
-            if not chosen:
-                continue
-            parts.append(
-                "SELECT count(*) FROM unnest(%s::text[], %s::int[], %s::float8[], %s::uuid[]) "
-                f"AS q(variant, batch_size, value, submission) WHERE NOT EXISTS (SELECT 1 FROM {self.table} m "
-                f"WHERE {self.where} AND m.{column} = q.value AND m.submission_id = q.submission)"
-            )
-            params += [
-                [name[0] for name, _ in chosen],
-                [name[1] for name, _ in chosen],
-                [element[0] for _, element in chosen],
-                [element[1] for _, element in chosen],
-                *self.where_params,
-            ]
-        if not parts:
-            return True
-        with connection.cursor() as cursor:
-            cursor.execute(self.prefix + " UNION ALL ".join(parts), params)
-            return not any(missing for (missing,) in cursor.fetchall())
-
-    def known_contributors(self, pairs: list[tuple[CellName, int]]) -> set[tuple[CellName, int]]:
-        """The (cell, contributor) pairs that already have a stored included row in the cell."""
-        if not pairs:
-            return set()
-        sql = (
-            f"{self.prefix}SELECT q.i FROM unnest(%s::int[], %s::text[], %s::int[], %s::bigint[]) "
-            f"AS q(i, variant, batch_size, contributor) WHERE EXISTS (SELECT 1 FROM {self.table} m "
-            f"WHERE {self.where} AND m.contributor_id = q.contributor)"
+    def _add(self, kind: str, inputs: dict[str, str], columns: list[list[Any]], lateral: str) -> None:
+        """One lookup per input row: q.i (its index), q.variant, q.batch_size and `inputs` (name: SQL
+        type) from `columns`, then the LATERAL query run for each."""
+        types = "".join(f", %s::{sql_type}[]" for sql_type in inputs.values())
+        names = "".join(f", {name}" for name in inputs)
+        self.parts.append(
+            f"SELECT '{kind}', q.i, x.value, x.submission_id FROM unnest(%s::int[], %s::text[], %s::int[]{types}) "
+            f"AS q(i, variant, batch_size{names}) CROSS JOIN LATERAL ({lateral}) AS x"
         )
-        params = [
-            *self.params,
-            list(range(len(pairs))),
-            [name[0] for name, _ in pairs],
-            [name[1] for name, _ in pairs],
-            [contributor for _, contributor in pairs],
-            *self.where_params,
-        ]
+        self.params += [list(range(len(columns[0]))), *columns, *self.rows_params]
+
+    def neighbours(self, column: str, forward: bool, moves: list[tuple[CellName, stats.Move]]) -> None:
+        """Up to |steps| stored elements next to each move's start, in its direction."""
+        order = "ASC" if forward else "DESC"
+        self._add(
+            f"n{column}{int(forward)}",
+            {"start_value": "float8", "start_key": "uuid", "k": "int"},
+            [
+                [name[0] for name, _ in moves],
+                [name[1] for name, _ in moves],
+                [move.start[0] for _, move in moves],
+                [move.start[1] for _, move in moves],
+                [abs(move.steps) for _, move in moves],
+            ],
+            f"SELECT m.{column} AS value, m.submission_id {self.rows} "
+            f"AND (m.{column}, m.submission_id) {'>' if forward else '<'} (q.start_value, q.start_key) "
+            f"ORDER BY m.{column} {order}, m.submission_id {order} LIMIT q.k",
+        )
+
+    def present(self, column: str, elements: list[tuple[CellName, stats.Ranked]]) -> None:
+        """Each element that is a stored included row, returned as itself."""
+        self._add(
+            f"p{column}",
+            {"value": "float8", "key": "uuid"},
+            [
+                [name[0] for name, _ in elements],
+                [name[1] for name, _ in elements],
+                [value for _, (value, _) in elements],
+                [key for _, (_, key) in elements],
+            ],
+            f"SELECT m.{column} AS value, m.submission_id {self.rows} "
+            f"AND m.{column} = q.value AND m.submission_id = q.key LIMIT 1",
+        )
+
+    def contributors(self, pairs: list[tuple[CellName, int]]) -> None:
+        """Each (cell, contributor) with a stored included row in the cell."""
+        self._add(
+            "c",
+            {"contributor": "bigint"},
+            [[name[0] for name, _ in pairs], [name[1] for name, _ in pairs], [c for _, c in pairs]],
+            f"SELECT NULL::float8 AS value, NULL::uuid AS submission_id {self.rows} "
+            "AND m.contributor_id = q.contributor LIMIT 1",
+        )
+
+    def read(self) -> dict[str, dict[int, list[stats.Ranked]]]:
+        """Per lookup kind, per input index, the rows found (unordered)."""
+        found: dict[str, dict[int, list[stats.Ranked]]] = {}
+        if not self.parts:
+            return found
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return {pairs[index] for (index,) in cursor.fetchall()}
+            cursor.execute(self.prefix + " UNION ALL ".join(self.parts), [*self.prefix_params, *self.params])
+            for kind, index, value, key in cursor.fetchall():
+                found.setdefault(kind, {}).setdefault(index, []).append((value, key and ranked_key(key)))
+        return found
 
 
 def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> dict[CellName, Cell]:
     """The stored cells with the waiting submissions' rows merged in (raises stats.StaleState
     when the stored elements are not where the state says)."""
     added = _read_added(group, waiting)
-    rows = _StoredRows(group)
     empty: Cell = (CellTotals(), {})
-    planned: dict[tuple[CellName, str], list[stats.Move | stats.Ranked]] = {}
-    requests: list[tuple[CellName, str, stats.Move]] = []
+    planned = {
+        (name, column): stats.moves(
+            stored.get(name, empty)[0].n, stored.get(name, empty)[1].get(column, []), column, values
+        )
+        for name, cell in added.items()
+        for column, values in cell.columns.items()
+        if values
+    }
+    rows = _StoredRows(group)
+    tracked: dict[str, list[tuple[CellName, stats.Ranked]]] = {}
+    moving: dict[tuple[str, bool], list[tuple[tuple[CellName, str, int], stats.Move]]] = {}
+    for column in stats.COLUMNS:
+        tracked[column] = sorted(
+            {(name, element) for name in added for element in stored.get(name, empty)[1].get(column, [])}
+        )
+        if tracked[column]:
+            rows.present(column, tracked[column])
+        for forward in (True, False):
+            moving[(column, forward)] = chosen = [
+                ((name, column, role), step)
+                for (name, of), steps in planned.items()
+                if of == column
+                for role, step in enumerate(steps)
+                if isinstance(step, stats.Move) and (step.steps > 0) == forward
+            ]
+            if chosen:
+                rows.neighbours(column, forward, [(place[0], move) for place, move in chosen])
+    arriving = [(name, contributor) for name, cell in added.items() for contributor in sorted(cell.contributors)]
+    if arriving:
+        rows.contributors(arriving)
+    found = rows.read()
+    for column, elements in tracked.items():
+        if len(found.get(f"p{column}", {})) != len(elements):
+            raise stats.StaleState(f"a tracked element of {group} is not among its stored rows")
+    reached: dict[tuple[CellName, str, int], stats.Ranked] = {}
+    for (column, forward), chosen in moving.items():
+        neighbours = found.get(f"n{column}{int(forward)}", {})
+        for index, (place, move) in enumerate(chosen):
+            nearest_first = sorted(neighbours.get(index, []), reverse=not forward)
+            reached[place] = stats.resolve(move, nearest_first, added[place[0]].columns[column])
+    known = {arriving[index] for index in found.get("c", {})}
+    result = dict(stored)
     for name, cell in added.items():
         totals, state = stored.get(name, empty)
-        for column, values in cell.columns.items():
-            if not values:
-                continue
-            planned[(name, column)] = steps = stats.moves(totals.n, state.get(column, []), column, values)
-            requests += [(name, column, move) for move in steps if isinstance(move, stats.Move)]
-    tracked = [
-        (name, column, element)
-        for name in added
-        for column, elements in stored.get(name, empty)[1].items()
-        for element in elements
-    ]
-    if not rows.all_present(tracked):
-        raise stats.StaleState(f"a tracked element of {group} is not among its stored rows")
-    neighbours = iter(rows.neighbours(requests))
-    new_contributors = [(name, contributor) for name, cell in added.items() for contributor in cell.contributors]
-    known = rows.known_contributors([pair for pair in new_contributors if stored.get(pair[0], empty)[0].n])
-    merged = dict(stored)
-    for name, cell in added.items():
-        totals, state = stored.get(name, empty)
-        n_added = len(cell.columns["speedup"])
         new_state = dict(state)
-        for column, values in cell.columns.items():
-            if values:
+        for column in stats.COLUMNS:
+            if (name, column) in planned:
                 new_state[column] = [
-                    stats.resolve(step, next(neighbours), values) if isinstance(step, stats.Move) else step
-                    for step in planned[(name, column)]
+                    reached[(name, column, role)] if isinstance(step, stats.Move) else step
+                    for role, step in enumerate(planned[(name, column)])
                 ]
-        merged[name] = (
+        result[name] = (
             CellTotals(
-                totals.n + n_added,
+                totals.n + len(cell.columns["speedup"]),
                 totals.n_contributors + sum((name, c) not in known for c in cell.contributors),
                 totals.n_excluded_correctness + cell.n_correctness,
                 totals.n_excluded_degenerate + cell.n_degenerate,
             ),
             new_state,
         )
-    return merged
+    return result

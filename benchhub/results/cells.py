@@ -137,20 +137,20 @@ def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
 def _stored_cells(group: Group) -> dict[CellName, Cell] | None:
     """The group's cells as stored; None when any cell's order state is unknown."""
     stored: dict[CellName, Cell] = {}
-    for cell in LeaderboardCell.objects.filter(**group.filter()):
-        if cell.order_state is None:
+    rows = LeaderboardCell.objects.filter(**group.filter()).values_list(
+        "variant", "batch_size", *(name for name in CellTotals.__dataclass_fields__), "order_state"
+    )
+    for variant, batch_size, *totals, order_state in rows:
+        if order_state is None:
             return None
-        totals = CellTotals(
-            cell.n_submissions, cell.n_contributors, cell.n_excluded_correctness, cell.n_excluded_degenerate
-        )
-        state = {column: [(value, key) for value, key in elements] for column, elements in cell.order_state.items()}
-        stored[(cell.variant, cell.batch_size)] = (totals, state)
+        state = {column: [(value, key) for value, key in elements] for column, elements in order_state.items()}
+        stored[(variant, batch_size)] = (CellTotals(*totals), state)
     return stored
 
 
 def _cell(group: Group, name: CellName, cell: Cell) -> LeaderboardCell:
     totals, state = cell
-    aggregate = stats.cell_stats(totals.n, state, totals.n_contributors)
+    aggregate = stats.cell_stats(totals.n_submissions, state, totals.n_contributors)
     return LeaderboardCell(
         **group.filter(),
         variant=name[0],
@@ -160,7 +160,7 @@ def _cell(group: Group, name: CellName, cell: Cell) -> LeaderboardCell:
         speedup=aggregate.speedup if aggregate else None,
         ci_low=aggregate.ci_low if aggregate else None,
         ci_high=aggregate.ci_high if aggregate else None,
-        n_submissions=totals.n,
+        n_submissions=totals.n_submissions,
         n_contributors=totals.n_contributors,
         n_excluded_correctness=totals.n_excluded_correctness,
         n_excluded_degenerate=totals.n_excluded_degenerate,

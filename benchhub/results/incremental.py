@@ -38,7 +38,7 @@ def ranked_key(submission_id: UUID | str) -> str:
 class CellTotals:
     """What a cell knows besides its statistics' elements."""
 
-    n: int = 0
+    n_submissions: int = 0
     n_contributors: int = 0
     n_excluded_correctness: int = 0
     n_excluded_degenerate: int = 0
@@ -176,7 +176,7 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
     empty: Cell = (CellTotals(), {})
     planned = {
         (name, column): stats.moves(
-            stored.get(name, empty)[0].n, stored.get(name, empty)[1].get(column, []), column, values
+            stored.get(name, empty)[0].n_submissions, stored.get(name, empty)[1].get(column, []), column, values
         )
         for name, cell in added.items()
         for column, values in cell.columns.items()
@@ -227,7 +227,7 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
                 ]
         result[name] = (
             CellTotals(
-                totals.n + len(cell.columns["speedup"]),
+                totals.n_submissions + len(cell.columns["speedup"]),
                 totals.n_contributors + sum((name, c) not in known for c in cell.contributors),
                 totals.n_excluded_correctness + cell.n_correctness,
                 totals.n_excluded_degenerate + cell.n_degenerate,

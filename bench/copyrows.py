@@ -100,6 +100,9 @@ def submission_rows(
         "key_id": key_id,
         "machine_id": machine_id(lookups, machine),
         "model_file_id": model_id(lookups, model),
+        "chip": machine["chip"],
+        "gpu_cores": machine["gpu_cores"],
+        "quant": model["file_type"],
     }
     # The identity the machine row was found by includes chip and GPU cores; the model row is found by sha256.
     facts = measurements.SubmissionFacts(

@@ -186,7 +186,7 @@ CLONE_STEPS = (
               s.received_at + %(shift)s, s.status, s.hidden, s.flags, s.is_demo, s.agent_name, s.agent_version,
               s.power_source, s.low_power_mode, s.thermal, s.llama_cpp, s.sweep_settings,
               s.cells_refreshed_at + %(shift)s, s.campaign_id, s.contributor_id, s.key_id, s.machine_id,
-              s.model_file_id
+              s.model_file_id, s.chip, s.gpu_cores, s.quant
        FROM results_submission s JOIN clone_map m ON m.old = s.id""",
     """INSERT INTO results_rawenvelope SELECT m.new, r.body, r.sha256, r.received_at + %(shift)s
        FROM results_rawenvelope r JOIN clone_map m ON m.old = r.submission_id""",

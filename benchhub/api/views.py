@@ -46,9 +46,9 @@ class ByIdDescending(CursorPagination):
 
 SUBMISSION_FILTERS = {
     "campaign": "campaign__slug",
-    "chip": "machine__chip",
-    "gpu_cores": "machine__gpu_cores",
-    "quant": "model_file__file_type",
+    "chip": "chip",
+    "gpu_cores": "gpu_cores",
+    "quant": "quant",
     "variant": "variants__name",
     "batch_size": "measurements__batch_size",
     "contributor": "contributor__handle__iexact",

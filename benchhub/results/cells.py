@@ -60,22 +60,11 @@ class Group:
     @classmethod
     def of(cls, submission: Submission) -> Group:
         """The group of every cell the submission touches (measurements copy these four facts)."""
-        return cls(
-            submission.campaign_id,
-            submission.machine.chip,
-            submission.machine.gpu_cores,
-            submission.model_file.file_type,
-        )
+        return cls(submission.campaign_id, submission.chip, submission.gpu_cores, submission.quant)
 
     def waiting_submissions(self) -> QuerySet[Submission]:
         """Submissions of the group whose measurements are not yet in its cells."""
-        return Submission.objects.filter(
-            cells_refreshed_at__isnull=True,
-            campaign_id=self.campaign_id,
-            machine__chip=self.chip,
-            machine__gpu_cores=self.gpu_cores,
-            model_file__file_type=self.quant,
-        )
+        return Submission.objects.filter(cells_refreshed_at__isnull=True, **self.filter())
 
 
 def _lock(group: Group) -> None:
@@ -207,7 +196,7 @@ def forget_order_state(group: Group) -> None:
 
 def refresh_submission_cells(submission_id: str) -> int:
     """Refresh the group of cells the submission touches (and so mark it refreshed)."""
-    submission = Submission.objects.select_related("machine", "model_file").filter(pk=submission_id).first()
+    submission = Submission.objects.filter(pk=submission_id).first()
     if submission is None:
         return 0
     return refresh_group(Group.of(submission))
@@ -223,7 +212,7 @@ def refresh_all_cells() -> int:
         Group(*values)
         for values in Submission.objects.filter(cells_refreshed_at__isnull=True)
         .order_by()
-        .values_list("campaign_id", "machine__chip", "machine__gpu_cores", "model_file__file_type")
+        .values_list("campaign_id", "chip", "gpu_cores", "quant")
         .distinct()
     }
     count = sum(refresh_group(group, full=True) for group in sorted(groups, key=Group.sort_key))

@@ -111,13 +111,22 @@ class Submission(models.Model):
     cells_refreshed_at = models.DateTimeField(
         null=True, blank=True, help_text="Null until the cells this submission touches are recomputed."
     )
+    # Its cells' group, copied from the machine and the model (both immutable): lists filtered by
+    # chip and quant, and a group's waiting submissions, are then one index range, with no join.
+    chip = models.CharField(max_length=200, default="")
+    gpu_cores = models.PositiveIntegerField(null=True)
+    quant = models.CharField(max_length=32, default="")
 
     objects = SubmissionQuerySet.as_manager()
 
     class Meta:
         ordering = ("-received_at", "-id")
         constraints = (models.UniqueConstraint(fields=["key", "nonce"], name="submission_key_nonce_unique"),)
-        indexes = (models.Index(fields=["cells_refreshed_at", "received_at"]),)
+        indexes = (
+            models.Index(fields=["cells_refreshed_at", "received_at"]),
+            models.Index(fields=["chip", "quant", "-received_at", "-id"], name="submission_chip_quant_newest"),
+            models.Index(fields=["chip", "gpu_cores", "-received_at", "-id"], name="submission_chip_cores_newest"),
+        )
 
     def __str__(self) -> str:
         return str(self.id)

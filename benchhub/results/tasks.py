@@ -76,7 +76,7 @@ def requeue_stale_submissions() -> int:
     stale_groups = (
         Submission.objects.filter(cells_refreshed_at__isnull=True, received_at__lte=cutoff)
         .order_by()
-        .values_list("campaign_id", "machine__chip", "machine__gpu_cores", "model_file__file_type")
+        .values_list("campaign_id", "chip", "gpu_cores", "quant")
         .distinct()
     )
     return sum(queue_refresh(cells.Group(*values)) for values in stale_groups[:1000])

@@ -231,7 +231,7 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
     board = cached_render(
         "chip", (name, cores, choices, published), cells, lambda: _chip_board(name, cores, choices, published)
     )
-    submissions = Submission.objects.public().filter(machine__chip=name, machine__gpu_cores=cores)
+    submissions = Submission.objects.public().filter(chip=name, gpu_cores=cores)
     context = {
         "page": Page(chip_label(name, cores)),
         "chip": name,

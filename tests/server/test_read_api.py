@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from benchhub_agent import envelope
+from django.db import connection
 from django.test import Client
 
 from benchhub.results import cells
+from benchhub.results.models import Submission
 from tests.conftest import PATCH_TEXT, Api, build_payload, persona
 
 pytestmark = pytest.mark.django_db
@@ -156,7 +158,6 @@ def test_it_answers_unknown_api_paths_with_json(client: Client) -> None:
 
 
 def test_it_leaves_hidden_submissions_out_of_lists(client: Client, two_submissions: list[str]) -> None:
-    from benchhub.results.models import Submission
 
     Submission.objects.filter(pk=two_submissions[0]).update(hidden=True)
     listed = [s["id"] for s in client.get("/api/v1/submissions/").json()["results"]]
@@ -192,3 +193,22 @@ def test_it_syncs_campaign_rows_from_the_shipped_definition_idempotently(campaig
             shipped[slug]["baseline"],
             shipped[slug],
         )
+
+
+def test_it_keeps_each_submissions_cell_group_and_lists_a_chip_and_quant_from_one_index_range(
+    client: Client, two_submissions: list[str]
+) -> None:
+    for submission in Submission.objects.select_related("machine", "model_file"):
+        assert (submission.chip, submission.gpu_cores, submission.quant) == (
+            submission.machine.chip,
+            submission.machine.gpu_cores,
+            submission.model_file.file_type,
+        )
+    listed = Submission.objects.public().filter(chip="Apple M1", quant="IQ3_XXS").order_by("-received_at", "-id")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a two-row table: ask whether the index can serve it
+        sql, params = listed[:50].query.sql_with_params()
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "submission_chip_quant_newest" in plan
+    assert "Sort" not in plan, "newest first straight from the index, not sorted after"

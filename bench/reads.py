@@ -70,6 +70,10 @@ def run(repeats: int, explain: bool) -> None:
     rng = random.Random(3)
     # The busiest chip and quant: the longest lists and the largest cells.
     chip, quant = LeaderboardCell.objects.order_by("-n_submissions").values_list("chip", "quant")[0]
+    # And the rarest: a list that walked newest-first submissions of every pair read far more for it.
+    rare_chip, rare_quant = (
+        LeaderboardCell.objects.filter(n_submissions__gt=0).order_by("n_submissions").values_list("chip", "quant")[0]
+    )
     newest = list(Submission.objects.order_by("-received_at").values_list("id", flat=True)[:200])
     ids = [*newest, *Submission.objects.filter(chip_probe(chip)).values_list("id", flat=True)[:200]]
     campaign = payloads.CAMPAIGN
@@ -96,8 +100,14 @@ def run(repeats: int, explain: bool) -> None:
         ),
         "measurements, chip+quant, pages 1-3": measurements_pages,
         "submissions list, chip+quant": lambda: client.get("/api/v1/submissions/", {"chip": chip, "quant": quant}),
+        "submissions list, rarest chip+quant": lambda: client.get(
+            "/api/v1/submissions/", {"chip": rare_chip, "quant": rare_quant}
+        ),
     }
-    lines = [f"{total} stored submissions; chip {chip!r}, quant {quant}; {repeats} requests each after one warm-up"]
+    lines = [
+        f"{total} stored submissions; chip {chip!r}, quant {quant} (rarest: {rare_chip!r}, {rare_quant}); "
+        f"{repeats} requests each after one warm-up"
+    ]
     plans = []
     for name, get in reads.items():
         get()
@@ -119,4 +129,4 @@ def run(repeats: int, explain: bool) -> None:
 def chip_probe(chip: str) -> Any:
     from django.db.models import Q
 
-    return Q(machine__chip=chip)
+    return Q(chip=chip)

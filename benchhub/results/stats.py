@@ -12,10 +12,11 @@ above 95%. Below n = 6 no pair of order statistics reaches 95%, so the interval 
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 from heapq import merge
 
 CONFIDENCE = 0.95
@@ -49,15 +50,32 @@ def paired_speedup(variant_tg_tps: float, baseline_tg_tps: float) -> float | Non
     return variant_tg_tps / baseline_tg_tps if baseline_tg_tps > 0 else None
 
 
-@cache
+@lru_cache(maxsize=65536)
 def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int]:
-    """1-based ranks (low, high) of the order statistics bounding the median's interval.
+    """1-based ranks (low, high) of the order statistics bounding the median's interval: low is the
+    largest k <= n // 2 with 2 P(B <= k-1) <= 1 - confidence (1 where there is none, below n = 6).
 
-    P(B <= k-1) is accumulated term by term with exact integers, C(n, i+1) = C(n, i) (n-i) / (i+1),
-    so a cell of n submissions costs O(n) once per n (cached), not O(n^2) big binomials per refresh."""
+    Up to EXACT_UP_TO it is summed with exact integers; above, the binomial tail is summed in floating
+    point around a normal approximation of k, which costs O(sqrt n) instead of O(n) big-integer steps
+    (a cell's n changes with every arriving submission, so this runs on every refresh), and is
+    settled exactly wherever the float lies too close to the bound to decide."""
     if n < 1:
         raise ValueError("an interval needs at least one value")
     alpha = 1 - confidence
+    low = _exact_low_rank(n, alpha) if n <= EXACT_UP_TO else _approximate_low_rank(n, alpha)
+    return low, n - low + 1
+
+
+EXACT_UP_TO = 200
+
+
+def _exact_within(n: int, k: int, alpha: float) -> bool:
+    """2 P(B <= k-1) <= alpha, B ~ Binomial(n, 1/2), with exact integers."""
+    return 2 * sum(math.comb(n, i) for i in range(k)) / 2**n <= alpha
+
+
+def _exact_low_rank(n: int, alpha: float) -> int:
+    """P(B <= k-1) accumulated term by term with exact integers, C(n, i+1) = C(n, i) (n-i) / (i+1)."""
     total = 2**n
     low = 1
     term = 1  # C(n, k-1)
@@ -69,7 +87,31 @@ def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, 
             break
         term = term * (n - k + 1) // k
         cumulative += term
-    return low, n - low + 1
+    return low
+
+
+def _within(n: int, k: int, alpha: float) -> bool:
+    """2 P(B <= k-1) <= alpha: the tail summed in floating point from its largest term down (its
+    relative error is far below 1e-9), exactly when that close to alpha."""
+    i = k - 1
+    term = math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2))
+    tail = 0.0
+    while i >= 0 and term > tail * 1e-17:
+        tail += term
+        term *= i / (n - i + 1)
+        i -= 1
+    if abs(2 * tail - alpha) <= 1e-9 * alpha:
+        return _exact_within(n, k, alpha)
+    return 2 * tail <= alpha
+
+
+def _approximate_low_rank(n: int, alpha: float) -> int:
+    k = max(1, min(n // 2, int(n / 2 - 0.98 * math.sqrt(n))))  # z(0.975) / 2 standard deviations below
+    while k < n // 2 and _within(n, k + 1, alpha):
+        k += 1
+    while k > 1 and not _within(n, k, alpha):
+        k -= 1
+    return k
 
 
 def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:

@@ -116,3 +116,10 @@ def test_it_refuses_to_step_past_elements_that_are_not_there() -> None:
     with pytest.raises(stats.StaleState):
         stats.resolve(move, [(1.5, "b")], [(2.0, "c")])
     assert stats.resolve(move, [(1.5, "b"), (4.0, "d")], [(2.0, "c")]) == (4.0, "d")
+
+
+def test_it_finds_the_same_interval_ranks_in_floating_point_as_with_exact_integers() -> None:
+    sizes = [*range(stats.EXACT_UP_TO - 5, 2500), 5000, 5952, 6000, 6001, 10_007, 20_001]
+    for n in sizes:
+        low = stats._exact_low_rank(n, 1 - stats.CONFIDENCE)
+        assert stats.median_interval_ranks(n) == (low, n - low + 1), n

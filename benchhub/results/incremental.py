@@ -115,7 +115,9 @@ class _StoredRows:
         self.params += [list(range(len(columns[0]))), *columns, *self.rows_params]
 
     def neighbours(self, column: str, forward: bool, moves: list[tuple[CellName, stats.Move]]) -> None:
-        """Up to |steps| stored elements next to each move's start, in its direction."""
+        """Each move's start, if it is a stored row (it must be: a rebuild that changed values, a crash
+        or a manual edit could leave it pointing at nothing), then up to |steps| stored elements next
+        to it in its direction."""
         order = "ASC" if forward else "DESC"
         self._add(
             f"n{column}{int(forward)}",
@@ -125,26 +127,11 @@ class _StoredRows:
                 [name[1] for name, _ in moves],
                 [move.start[0] for _, move in moves],
                 [move.start[1] for _, move in moves],
-                [abs(move.steps) for _, move in moves],
+                [abs(move.steps) + 1 for _, move in moves],
             ],
             f"SELECT m.{column} AS value, m.submission_id {self.rows} "
-            f"AND (m.{column}, m.submission_id) {'>' if forward else '<'} (q.start_value, q.start_key) "
+            f"AND (m.{column}, m.submission_id) {'>=' if forward else '<='} (q.start_value, q.start_key) "
             f"ORDER BY m.{column} {order}, m.submission_id {order} LIMIT q.k",
-        )
-
-    def present(self, column: str, elements: list[tuple[CellName, stats.Ranked]]) -> None:
-        """Each element that is a stored included row, returned as itself."""
-        self._add(
-            f"p{column}",
-            {"value": "float8", "key": "uuid"},
-            [
-                [name[0] for name, _ in elements],
-                [name[1] for name, _ in elements],
-                [value for _, (value, _) in elements],
-                [key for _, (_, key) in elements],
-            ],
-            f"SELECT m.{column} AS value, m.submission_id {self.rows} "
-            f"AND m.{column} = q.value AND m.submission_id = q.key LIMIT 1",
         )
 
     def contributors(self, pairs: list[tuple[CellName, int]]) -> None:
@@ -183,21 +170,15 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
         if values
     }
     rows = _StoredRows(group)
-    tracked: dict[str, list[tuple[CellName, stats.Ranked]]] = {}
     moving: dict[tuple[str, bool], list[tuple[tuple[CellName, str, int], stats.Move]]] = {}
     for column in stats.COLUMNS:
-        tracked[column] = sorted(
-            {(name, element) for name in added for element in stored.get(name, empty)[1].get(column, [])}
-        )
-        if tracked[column]:
-            rows.present(column, tracked[column])
         for forward in (True, False):
             moving[(column, forward)] = chosen = [
                 ((name, column, role), step)
                 for (name, of), steps in planned.items()
                 if of == column
                 for role, step in enumerate(steps)
-                if isinstance(step, stats.Move) and (step.steps > 0) == forward
+                if isinstance(step, stats.Move) and (step.steps >= 0) == forward
             ]
             if chosen:
                 rows.neighbours(column, forward, [(place[0], move) for place, move in chosen])
@@ -205,15 +186,14 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
     if arriving:
         rows.contributors(arriving)
     found = rows.read()
-    for column, elements in tracked.items():
-        if len(found.get(f"p{column}", {})) != len(elements):
-            raise stats.StaleState(f"a tracked element of {group} is not among its stored rows")
     reached: dict[tuple[CellName, str, int], stats.Ranked] = {}
     for (column, forward), chosen in moving.items():
-        neighbours = found.get(f"n{column}{int(forward)}", {})
+        read = found.get(f"n{column}{int(forward)}", {})
         for index, (place, move) in enumerate(chosen):
-            nearest_first = sorted(neighbours.get(index, []), reverse=not forward)
-            reached[place] = stats.resolve(move, nearest_first, added[place[0]].columns[column])
+            elements = sorted(read.get(index, []), reverse=not forward)
+            if not elements or elements[0] != move.start:
+                raise stats.StaleState(f"the tracked element {move.start} of {group} is not among its stored rows")
+            reached[place] = stats.resolve(move, elements[1:], added[place[0]].columns[column])
     known = {arriving[index] for index in found.get("c", {})}
     result = dict(stored)
     for name, cell in added.items():

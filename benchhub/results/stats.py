@@ -217,21 +217,23 @@ class Move:
 
 def moves(n: int, state: list[Ranked], column: str, added: Sequence[Ranked]) -> list[Move | Ranked]:
     """For each tracked element of `column`, after the sorted values `added` join the n stored
-    ones: the element itself when it is one of the added (or stays put), else the Move to make."""
+    ones: the Move from the element tracked so far (steps 0 where it keeps its place), or, in a
+    cell that had no values, the element itself (one of the added)."""
     new_ranks = tracked_ranks(n + len(added))[column]
     if n == 0:
         return [added[rank - 1] for rank in new_ranks]
-    result: list[Move | Ranked] = []
-    for start, old_rank, new_rank in zip(state, tracked_ranks(n)[column], new_ranks, strict=True):
-        steps = new_rank - (old_rank + bisect_left(added, start))
-        result.append(Move(start, steps) if steps else start)
-    return result
+    return [
+        Move(start, new_rank - (old_rank + bisect_left(added, start)))
+        for start, old_rank, new_rank in zip(state, tracked_ranks(n)[column], new_ranks, strict=True)
+    ]
 
 
 def resolve(move: Move, neighbours: Sequence[Ranked], added: Sequence[Ranked]) -> Ranked:
     """The element `move` reaches, given the stored neighbours of its start in its direction
     (nearest first; at most |steps| of them, fewer only where the column ends) and the sorted added
     values."""
+    if move.steps == 0:
+        return move.start
     if move.steps > 0:
         between = merge(neighbours, added[bisect_left(added, move.start) :])
     else:

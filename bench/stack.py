@@ -47,6 +47,9 @@ class Stack:
             "web": f"exec gunicorn benchhub.wsgi:application --bind 127.0.0.1:{self.port} --workers {web_workers} "
             f"--timeout 30 --access-logfile {logs / 'access.log'}",
             "worker": f"exec celery -A benchhub worker --loglevel WARNING --concurrency {worker_concurrency}",
+            # The sweeper, as in production: without it a refresh message that never came (a marker
+            # left by an in-process run sharing the Redis database, say) left cells stale for good.
+            "beat": f"exec celery -A benchhub beat --loglevel WARNING --schedule {logs / 'celerybeat-schedule'}",
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import connection
+from django.db.models import BooleanField, ExpressionWrapper
 
 from benchhub.results import stats
-from benchhub.results.models import Measurement
+from benchhub.results.models import INCLUDED_IN_CELLS, Measurement
 
 if TYPE_CHECKING:
     from benchhub.results.cells import Group
@@ -62,18 +63,27 @@ def _read_added(group: Group, waiting: list[Any]) -> dict[CellName, Added]:
     rows = (
         Measurement.objects.filter(submission__in=waiting, **group.filter())
         .exclude(excluded_reason=Measurement.Excluded.HIDDEN)
-        .values_list("submission_id", "variant_name", "batch_size", *stats.COLUMNS, "contributor_id", "excluded_reason")
+        .annotate(included=ExpressionWrapper(INCLUDED_IN_CELLS, output_field=BooleanField()))
+        .values_list(
+            "submission_id",
+            "variant_name",
+            "batch_size",
+            *stats.COLUMNS,
+            "contributor_id",
+            "excluded_reason",
+            "included",
+        )
     )
-    for key, variant, batch_size, tg_tps, baseline_tg_tps, speedup, contributor, excluded in rows:
+    for key, variant, batch_size, tg_tps, baseline_tg_tps, speedup, contributor, excluded, included in rows:
         cell = added.setdefault((variant, batch_size), Added())
-        if excluded == Measurement.Excluded.CORRECTNESS_FAILED:
-            cell.n_correctness += 1
-        elif excluded == Measurement.Excluded.DEGENERATE_OUTPUT:
-            cell.n_degenerate += 1
-        elif excluded == Measurement.Excluded.NONE and speedup is not None and baseline_tg_tps is not None:
+        if included:
             for column, value in zip(stats.COLUMNS, (tg_tps, baseline_tg_tps, speedup), strict=True):
                 cell.columns[column].append((value, ranked_key(key)))
             cell.contributors.add(contributor)
+        elif excluded == Measurement.Excluded.CORRECTNESS_FAILED:
+            cell.n_correctness += 1
+        elif excluded == Measurement.Excluded.DEGENERATE_OUTPUT:
+            cell.n_degenerate += 1
     for cell in added.values():
         for values in cell.columns.values():
             values.sort()
@@ -88,18 +98,17 @@ class _StoredRows:
 
     def __init__(self, group: Group) -> None:
         waiting_sql, waiting_params = group.waiting_submissions().order_by().values("pk").query.sql_with_params()
-        gpu = "m.gpu_cores IS NULL" if group.gpu_cores is None else "m.gpu_cores = %s"
         self.prefix = f"WITH waiting AS MATERIALIZED ({waiting_sql}) "
         self.prefix_params: list[Any] = [*waiting_params]
+        # The group's included rows, in the words of INCLUDED_IN_CELLS itself (the partial indexes'
+        # condition: the planner uses them only where the query implies it).
+        query = Measurement.objects.filter(INCLUDED_IN_CELLS, **group.filter()).query
+        where, self.rows_params = query.where.as_sql(query.get_compiler(connection=connection), connection)
+        self.table = connection.ops.quote_name(Measurement._meta.db_table)
         self.rows = (
-            f"FROM {Measurement._meta.db_table} m "
-            f"WHERE m.campaign_id = %s AND m.chip = %s AND {gpu} AND m.quant = %s "
-            "AND m.variant_name = q.variant AND m.batch_size = q.batch_size "
-            "AND m.excluded_reason = '' AND m.speedup IS NOT NULL AND m.baseline_tg_tps IS NOT NULL "
-            "AND m.submission_id NOT IN (SELECT * FROM waiting)"
+            f"FROM {self.table} WHERE {where} AND {self.table}.variant_name = q.variant "
+            f"AND {self.table}.batch_size = q.batch_size AND {self.table}.submission_id NOT IN (SELECT * FROM waiting)"
         )
-        self.rows_params = [group.campaign_id, group.chip, *([] if group.gpu_cores is None else [group.gpu_cores])]
-        self.rows_params.append(group.quant)
         self.parts: list[str] = []
         self.params: list[Any] = []
 
@@ -129,9 +138,10 @@ class _StoredRows:
                 [move.start[1] for _, move in moves],
                 [abs(move.steps) + 1 for _, move in moves],
             ],
-            f"SELECT m.{column} AS value, m.submission_id {self.rows} "
-            f"AND (m.{column}, m.submission_id) {'>=' if forward else '<='} (q.start_value, q.start_key) "
-            f"ORDER BY m.{column} {order}, m.submission_id {order} LIMIT q.k",
+            f"SELECT {self.table}.{column} AS value, {self.table}.submission_id {self.rows} "
+            f"AND ({self.table}.{column}, {self.table}.submission_id) {'>=' if forward else '<='} "
+            f"(q.start_value, q.start_key) ORDER BY {self.table}.{column} {order}, {self.table}.submission_id {order} "
+            "LIMIT q.k",
         )
 
     def contributors(self, pairs: list[tuple[CellName, int]]) -> None:
@@ -141,7 +151,7 @@ class _StoredRows:
             {"contributor": "bigint"},
             [[name[0] for name, _ in pairs], [name[1] for name, _ in pairs], [c for _, c in pairs]],
             f"SELECT NULL::float8 AS value, NULL::uuid AS submission_id {self.rows} "
-            "AND m.contributor_id = q.contributor LIMIT 1",
+            f"AND {self.table}.contributor_id = q.contributor LIMIT 1",
         )
 
     def read(self) -> dict[str, dict[int, list[stats.Ranked]]]:

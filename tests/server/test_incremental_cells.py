@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from benchhub.accounts.models import Contributor
 from benchhub.results import cells, incremental, moderation
-from benchhub.results.models import LeaderboardCell, Submission
+from benchhub.results.models import LeaderboardCell, Measurement, Submission
 from tests.conftest import Api, build_payload, persona
 
 pytestmark = pytest.mark.django_db
@@ -164,3 +164,42 @@ def test_it_counts_a_contributor_once_whether_stored_or_arriving(api: Api, crowd
     counts = dict(LeaderboardCell.objects.filter(variant="upstream").values_list("batch_size", "n_contributors"))
     assert counts[4] == 2 == Contributor.objects.filter(submissions__measurements__batch_size=4).distinct().count()
     assert snapshot(group) == recomputed_in_full(group)
+
+
+def test_its_lookups_are_probes_of_the_partial_indexes(api: Api, crowd: list[envelope.Signer]) -> None:
+    """The planner uses a partial index only where the query implies its condition: a lookup that
+    stopped implying INCLUDED_IN_CELLS would scan the group (seconds at a million submissions)."""
+    rng = random.Random(19)
+    group = cells.Group.of(Submission.objects.get(pk=submit(api, crowd[0], rng)))
+    cells.refresh_group(group)
+    for signer in crowd:
+        submit(api, signer, rng)
+    with CaptureQueriesContext(connection) as queries:
+        cells.refresh_group(group, only_if_waiting=True)
+    (statement,) = [query["sql"] for query in queries.captured_queries if "CROSS JOIN LATERAL" in query["sql"]]
+    probes = {"measurement_order_tg", "measurement_order_baseline", "measurement_order_speedup"}
+    probes.add("measurement_cell_contributor")
+    table = Measurement._meta.db_table
+    with connection.cursor() as cursor:
+        # The tables are tiny here, so the planner may prefer any index or none: leave it only the
+        # partial ones (dropped in the test's transaction, rolled back after) and no cheap scan.
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname NOT IN "
+            "(SELECT conname FROM pg_constraint)",
+            [table],
+        )
+        for (index,) in cursor.fetchall():
+            if index not in probes:
+                cursor.execute(f"DROP INDEX {connection.ops.quote_name(index)}")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statement)
+        (plan,) = cursor.fetchone()
+
+    def scans(node: dict[str, Any]) -> list[tuple[str, str | None]]:
+        own = [(node["Node Type"], node.get("Index Name"))] if node.get("Relation Name") == table else []
+        return own + [scan for child in node.get("Plans", []) for scan in scans(child)]
+
+    found = scans(plan[0]["Plan"])
+    assert found, plan
+    assert {node for node, _ in found} <= {"Index Scan", "Index Only Scan"}, found
+    assert {index for _, index in found} <= probes, found

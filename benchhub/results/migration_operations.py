@@ -23,3 +23,36 @@ class AddIndexConcurrentlyOnPostgreSQL(AddIndexConcurrently):
             super().database_backwards(app_label, schema_editor, from_state, to_state)
         else:
             migrations.AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class AlterForeignKeyIndex(migrations.AlterField):
+    """AlterField for a change of a foreign key's db_index alone: drops or creates the key's own
+    index (CONCURRENTLY on PostgreSQL) and leaves the constraint as it is. Django's AlterField drops
+    and re-adds the constraint, which checks every row under an exclusive lock: minutes of blocked
+    ingest at a million submissions."""
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        self._make_index_match(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        self._make_index_match(app_label, schema_editor, from_state, to_state)
+
+    def _make_index_match(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        """Gives the column of to_state's field an index exactly when that field has db_index."""
+        old, new = (state.apps.get_model(app_label, self.model_name) for state in (from_state, to_state))
+        old_field, new_field = old._meta.get_field(self.name), new._meta.get_field(self.name)
+        old_kwargs, new_kwargs = (field.deconstruct()[3] for field in (old_field, new_field))
+        old_kwargs.pop("db_index", None)
+        new_kwargs.pop("db_index", None)
+        if old_kwargs != new_kwargs or old_field.column != new_field.column:
+            raise ValueError(f"{self.model_name}.{self.name}: AlterForeignKeyIndex changes db_index only")
+        table = new._meta.db_table
+        name = schema_editor._create_index_name(table, [new_field.column], suffix="")
+        quote = schema_editor.quote_name
+        concurrently = " CONCURRENTLY" if schema_editor.connection.vendor == "postgresql" else ""
+        if new_field.db_index:
+            schema_editor.execute(
+                f"CREATE INDEX{concurrently} IF NOT EXISTS {quote(name)} ON {quote(table)} ({quote(new_field.column)})"
+            )
+        else:
+            schema_editor.execute(f"DROP INDEX{concurrently} IF EXISTS {quote(name)}")

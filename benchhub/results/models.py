@@ -150,7 +150,8 @@ class RawEnvelope(models.Model):
 
 
 class SubmissionVariant(models.Model):
-    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="variants")
+    # No index of its own: variant_name_unique leads with it.
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="variants", db_index=False)
     position = models.PositiveSmallIntegerField(help_text="0 is the baseline")
     name = models.CharField(max_length=64)
     commit = models.CharField(max_length=40)
@@ -234,9 +235,11 @@ class Measurement(models.Model):
         HIDDEN = "hidden"
         NONSTANDARD_SWEEP = "nonstandard_sweep"
 
-    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements")
+    # No index of their own: measurement_unique leads with the submission, measurement_cell_covering
+    # with the campaign (each single-column index cost ~1 kB a submission and its upkeep at ingest).
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements", db_index=False)
     variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
     contributor = models.ForeignKey(Contributor, on_delete=models.CASCADE, related_name="+")
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)

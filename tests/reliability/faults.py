@@ -225,17 +225,23 @@ def all_refreshed(ids: list[str]) -> bool:
     return not Submission.objects.filter(id__in=ids, cells_refreshed_at__isnull=True).exists()
 
 
-def served_cells() -> dict[tuple[str, str, str, int], tuple[Any, ...]]:
-    return {
-        (c.chip, c.quant, c.variant, c.batch_size): (c.speedup, c.tg_tps, c.n_submissions, c.n_contributors)
-        for c in LeaderboardCell.objects.all()
-    }
+# Everything a cell holds but its id and timestamp: the statistics, the counts and the elements an
+# incremental refresh starts from.
+CELL_FIELDS = tuple(
+    field.attname for field in LeaderboardCell._meta.concrete_fields if field.name not in {"id", "updated_at"}
+)
+CELL_NAME = ("campaign_id", "chip", "gpu_cores", "quant", "variant", "batch_size")
+
+
+def served_cells() -> dict[tuple[Any, ...], dict[str, Any]]:
+    return {tuple(row[name] for name in CELL_NAME): row for row in LeaderboardCell.objects.values(*CELL_FIELDS)}
 
 
 def assert_cells_match_a_recomputation(expected_submissions: int) -> None:
+    """The cells as the workers left them (incremental refreshes) equal a full recomputation."""
     served = served_cells()
     assert served, "no cells were served"
-    assert sum(value[2] for key, value in served.items() if key[2:] == ("01", 1)) == expected_submissions
+    assert sum(row["n_submissions"] for key, row in served.items() if key[4:] == ("01", 1)) == expected_submissions
     cells.refresh_all_cells()
     assert served == served_cells()
 

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from benchhub.results import bulk, flags, measurements, storage
-from benchhub.results.models import RawEnvelope, Submission
+from benchhub.results.models import RawEnvelope, Submission, time_ordered_uuid
 
 
 def sha256_hex(data: bytes) -> str:
@@ -75,7 +75,7 @@ def submission_rows(
     """Every row of one submission, as the ingest writes them. `key` is (key id, contributor id);
     `refreshed` marks its cells as already recomputed."""
     key_id, contributor_id = key
-    submission_id = uuid.uuid4()
+    submission_id = time_ordered_uuid(received_at)
     machine, model = payload["machine"], payload["model"]
     submission_flags = flags.derive(payload, lookups.campaign_sweep)
     submission = {

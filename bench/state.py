@@ -24,7 +24,9 @@ BATCH = 2000
 # Above this many submissions a state is the generated one multiplied in SQL (`clone`): generating a
 # million signed envelopes in Python takes over an hour on 2 cores.
 GENERATED_MAX = 100_000
-START = datetime(2026, 1, 1, tzinfo=UTC)
+# 30 s apart, a million submissions span 347 days from here: all received before the benchmarks'
+# own, so the time-ordered ids of those land after every stored one, as they would in service.
+START = datetime(2025, 12, 1, tzinfo=UTC)
 
 
 def _contributors(connection: psycopg.Connection[Any], count: int) -> list[tuple[int, int]]:
@@ -180,7 +182,9 @@ def _refresh(what: str) -> None:
 
 CLONE_STEPS = (
     """CREATE TEMP TABLE clone_map ON COMMIT DROP AS
-       SELECT id AS old, gen_random_uuid() AS new FROM results_submission WHERE received_at < %(cutoff)s""",
+       SELECT id AS old, (lpad(to_hex((extract(epoch FROM received_at + %(shift)s) * 1000)::bigint), 12, '0')
+              || '7' || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid AS new
+       FROM results_submission WHERE received_at < %(cutoff)s""",
     """INSERT INTO results_submission
        SELECT m.new, md5(m.new::text), encode(sha256(m.new::text::bytea), 'hex'), s.created_at,
               s.received_at + %(shift)s, s.status, s.hidden, s.flags, s.is_demo, s.agent_name, s.agent_version,
@@ -205,10 +209,11 @@ CLONE_STEPS = (
        g.degenerate, g.repetition_score, g.identical_to_baseline, m.new, g.variant_id + %(variants)s
        FROM results_generationcheck g JOIN clone_map m ON m.old = g.submission_id""",
     """INSERT INTO results_measurement (chip, gpu_cores, quant, variant_name, batch_size, tg_tps, baseline_tg_tps,
-       speedup, spread, n_reps, correctness_status, excluded_reason, campaign_id, contributor_id, submission_id,
-       variant_id) SELECT x.chip, x.gpu_cores, x.quant, x.variant_name, x.batch_size, x.tg_tps, x.baseline_tg_tps,
-       x.speedup, x.spread, x.n_reps, x.correctness_status, x.excluded_reason, x.campaign_id, x.contributor_id,
-       m.new, x.variant_id + %(variants)s FROM results_measurement x JOIN clone_map m ON m.old = x.submission_id""",
+       speedup, spread, n_reps, correctness_status, excluded_reason, campaign_id, contributor_id, cell_key_id,
+       submission_id, variant_id) SELECT x.chip, x.gpu_cores, x.quant, x.variant_name, x.batch_size, x.tg_tps,
+       x.baseline_tg_tps, x.speedup, x.spread, x.n_reps, x.correctness_status, x.excluded_reason, x.campaign_id,
+       x.contributor_id, x.cell_key_id, m.new, x.variant_id + %(variants)s
+       FROM results_measurement x JOIN clone_map m ON m.old = x.submission_id""",
 )
 
 

@@ -21,7 +21,7 @@ from uuid import UUID
 from django.db import connection, models, transaction
 from psycopg.types.json import Jsonb
 
-from benchhub.results import measurements, rebuild_worker, storage
+from benchhub.results import cell_keys, measurements, rebuild_worker, storage
 from benchhub.results.models import (
     CorrectnessCheck,
     GenerationCheck,
@@ -99,6 +99,7 @@ def write_rows(cursor: Any, derived: list[tuple[UUID, storage.NormalisedRows]]) 
     """COPY the normalised rows of these submissions (already stored themselves) with psycopg's
     `cursor`: ids reserved from the tables' sequences, one COPY per table. The ingest path writes
     its one submission this way on PostgreSQL, the rebuild a chunk."""
+    cell_keys.number_rows(cursor, [fields for _, rows in derived for fields in rows.measurements])
     variant_ids = _reserve_ids(cursor, SubmissionVariant, sum(len(rows.variants) for _, rows in derived))
     run_ids = _reserve_ids(cursor, SweepRun, sum(len(rows.runs) for _, rows in derived))
     tables = {

@@ -52,6 +52,7 @@ Cell = tuple[CellTotals, stats.OrderState]
 class Added:
     """The waiting submissions' rows of one cell."""
 
+    cell_key: int
     columns: dict[str, list[stats.Ranked]] = field(default_factory=lambda: {column: [] for column in stats.COLUMNS})
     contributors: set[int] = field(default_factory=set)
     n_correctness: int = 0
@@ -66,6 +67,7 @@ def _read_added(group: Group, waiting: list[Any]) -> dict[CellName, Added]:
         .annotate(included=ExpressionWrapper(INCLUDED_IN_CELLS, output_field=BooleanField()))
         .values_list(
             "submission_id",
+            "cell_key_id",
             "variant_name",
             "batch_size",
             *stats.COLUMNS,
@@ -74,8 +76,8 @@ def _read_added(group: Group, waiting: list[Any]) -> dict[CellName, Added]:
             "included",
         )
     )
-    for key, variant, batch_size, tg_tps, baseline_tg_tps, speedup, contributor, excluded, included in rows:
-        cell = added.setdefault((variant, batch_size), Added())
+    for key, cell_key, variant, batch_size, tg_tps, baseline_tg_tps, speedup, contributor, excluded, included in rows:
+        cell = added.setdefault((variant, batch_size), Added(cell_key))
         if included:
             for column, value in zip(stats.COLUMNS, (tg_tps, baseline_tg_tps, speedup), strict=True):
                 cell.columns[column].append((value, ranked_key(key)))
@@ -96,32 +98,36 @@ class _StoredRows:
     the partial indexes on each cell's included values (models.Measurement), never a scan of the
     cell (LATERAL ... LIMIT keeps the planner from hashing the whole group instead)."""
 
-    def __init__(self, group: Group) -> None:
+    def __init__(self, group: Group, added: dict[CellName, Added]) -> None:
+        self.added = added
         waiting_sql, waiting_params = group.waiting_submissions().order_by().values("pk").query.sql_with_params()
         self.prefix = f"WITH waiting AS MATERIALIZED ({waiting_sql}) "
         self.prefix_params: list[Any] = [*waiting_params]
-        # The group's included rows, in the words of INCLUDED_IN_CELLS itself (the partial indexes'
+        # The cell's included rows, in the words of INCLUDED_IN_CELLS itself (the partial indexes'
         # condition: the planner uses them only where the query implies it).
-        query = Measurement.objects.filter(INCLUDED_IN_CELLS, **group.filter()).query
+        query = Measurement.objects.filter(INCLUDED_IN_CELLS).query
         where, self.rows_params = query.where.as_sql(query.get_compiler(connection=connection), connection)
         self.table = connection.ops.quote_name(Measurement._meta.db_table)
         self.rows = (
-            f"FROM {self.table} WHERE {where} AND {self.table}.variant_name = q.variant "
-            f"AND {self.table}.batch_size = q.batch_size AND {self.table}.submission_id NOT IN (SELECT * FROM waiting)"
+            f"FROM {self.table} WHERE {where} AND {self.table}.cell_key_id = q.cell_key "
+            f"AND {self.table}.submission_id NOT IN (SELECT * FROM waiting)"
         )
         self.parts: list[str] = []
         self.params: list[Any] = []
 
-    def _add(self, kind: str, inputs: dict[str, str], columns: list[list[Any]], lateral: str) -> None:
-        """One lookup per input row: q.i (its index), q.variant, q.batch_size and `inputs` (name: SQL
+    def _add(
+        self, kind: str, cells: list[CellName], inputs: dict[str, str], columns: list[list[Any]], lateral: str
+    ) -> None:
+        """One lookup per input row: q.i (its index), q.cell_key (of `cells`) and `inputs` (name: SQL
         type) from `columns`, then the LATERAL query run for each."""
         types = "".join(f", %s::{sql_type}[]" for sql_type in inputs.values())
         names = "".join(f", {name}" for name in inputs)
         self.parts.append(
-            f"SELECT '{kind}', q.i, x.value, x.submission_id FROM unnest(%s::int[], %s::text[], %s::int[]{types}) "
-            f"AS q(i, variant, batch_size{names}) CROSS JOIN LATERAL ({lateral}) AS x"
+            f"SELECT '{kind}', q.i, x.value, x.submission_id FROM unnest(%s::int[], %s::bigint[]{types}) "
+            f"AS q(i, cell_key{names}) CROSS JOIN LATERAL ({lateral}) AS x"
         )
-        self.params += [list(range(len(columns[0]))), *columns, *self.rows_params]
+        keys = [self.added[name].cell_key for name in cells]
+        self.params += [list(range(len(cells))), keys, *columns, *self.rows_params]
 
     def neighbours(self, column: str, forward: bool, moves: list[tuple[CellName, stats.Move]]) -> None:
         """Each move's start, if it is a stored row (it must be: a rebuild that changed values, a crash
@@ -130,10 +136,9 @@ class _StoredRows:
         order = "ASC" if forward else "DESC"
         self._add(
             f"n{column}{int(forward)}",
+            [name for name, _ in moves],
             {"start_value": "float8", "start_key": "uuid", "k": "int"},
             [
-                [name[0] for name, _ in moves],
-                [name[1] for name, _ in moves],
                 [move.start[0] for _, move in moves],
                 [move.start[1] for _, move in moves],
                 [abs(move.steps) + 1 for _, move in moves],
@@ -148,8 +153,9 @@ class _StoredRows:
         """Each (cell, contributor) with a stored included row in the cell."""
         self._add(
             "c",
+            [name for name, _ in pairs],
             {"contributor": "bigint"},
-            [[name[0] for name, _ in pairs], [name[1] for name, _ in pairs], [c for _, c in pairs]],
+            [[c for _, c in pairs]],
             f"SELECT NULL::float8 AS value, NULL::uuid AS submission_id {self.rows} "
             f"AND {self.table}.contributor_id = q.contributor LIMIT 1",
         )
@@ -179,7 +185,7 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
         for column, values in cell.columns.items()
         if values
     }
-    rows = _StoredRows(group)
+    rows = _StoredRows(group, added)
     moving: dict[tuple[str, bool], list[tuple[tuple[CellName, str, int], stats.Move]]] = {}
     for column in stats.COLUMNS:
         for forward in (True, False):

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
-from benchhub.results import flags, stats
+from benchhub.results import cell_keys, flags, stats
 from benchhub.results.models import Measurement, Submission
 
 # variant name -> batch size -> tg_tps of each rep
@@ -130,10 +130,10 @@ def build_measurements(submission: Submission) -> list[Measurement]:
         for row in run.rows.all():
             samples[names[run.variant_id]][row.batch_size].append(row.tg_tps)
     by_name = {variant.name: variant for variant in variants}
-    return [
-        Measurement(submission=submission, variant=by_name[fields["variant_name"]], **fields)
-        for fields in measurement_fields(SubmissionFacts.of(submission), facts, samples)
-    ]
+    rows = measurement_fields(SubmissionFacts.of(submission), facts, samples)
+    with connection.cursor() as cursor:
+        cell_keys.number_rows(cursor, rows)
+    return [Measurement(submission=submission, variant=by_name[fields["variant_name"]], **fields) for fields in rows]
 
 
 @transaction.atomic

@@ -6,7 +6,9 @@ Derived tables (Measurement, LeaderboardCell) can always be rebuilt from RawEnve
 
 from __future__ import annotations
 
+import os
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import models
@@ -76,6 +78,18 @@ class ModelFile(models.Model):
         return self.label or self.file_name
 
 
+def time_ordered_uuid(at: datetime | None = None) -> uuid.UUID:
+    """A version 7 UUID (RFC 9562): 48 bits of Unix milliseconds, then 74 random bits. Submissions
+    are numbered in the order they arrive, so every index keyed by the submission takes new entries
+    at its end, in pages already in memory, instead of at random places across all of its history
+    (docs/performance.md, section 2). `at` numbers a submission received at another time (the
+    benchmarks' generated states)."""
+    milliseconds = int((at or datetime.now(UTC)).timestamp() * 1000) & (2**48 - 1)
+    random_bits = int.from_bytes(os.urandom(10), "big")
+    value = milliseconds << 80 | 0x7 << 76 | (random_bits >> 62 & 0xFFF) << 64 | 0b10 << 62 | random_bits & (2**62 - 1)
+    return uuid.UUID(int=value)
+
+
 class SubmissionQuerySet(models.QuerySet["Submission"]):
     def public(self) -> SubmissionQuerySet:
         return self.filter(hidden=False)
@@ -86,7 +100,7 @@ class Submission(models.Model):
         ACCEPTED = "accepted"
         FLAGGED = "flagged"
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(primary_key=True, default=time_ordered_uuid, editable=False)
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="submissions")
     contributor = models.ForeignKey(Contributor, on_delete=models.PROTECT, related_name="submissions")
     key = models.ForeignKey(PublicKey, on_delete=models.PROTECT, related_name="submissions")
@@ -219,9 +233,39 @@ class GenerationCheck(models.Model):
     identical_to_baseline = models.BooleanField()
 
 
-# The fields naming a measurement's cell, and which measurements its statistics take.
-CELL_FIELDS = ("campaign", "chip", "gpu_cores", "quant", "variant_name", "batch_size")
+# Which measurements a cell's statistics take.
 INCLUDED_IN_CELLS = Q(excluded_reason="", speedup__isnull=False, baseline_tg_tps__isnull=False)
+
+
+class CellKey(models.Model):
+    """The name of one leaderboard cell, numbered once, when a measurement first names it: each
+    measurement carries the number, so the refresh's indexes lead with eight bytes instead of the
+    six columns naming the cell (~60 of ~90 bytes an entry; docs/performance.md, section 2). Never
+    deleted but with its campaign, so a number once given stays valid."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    chip = models.CharField(max_length=200)
+    gpu_cores = models.PositiveIntegerField(null=True)
+    quant = models.CharField(max_length=32)
+    variant = models.CharField(max_length=64)
+    batch_size = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = (
+            # gpu_cores is null off Apple GPUs; Coalesce makes two nulls collide, on PostgreSQL and SQLite.
+            models.UniqueConstraint(
+                F("campaign"),
+                F("chip"),
+                Coalesce("gpu_cores", -1),
+                F("quant"),
+                F("variant"),
+                F("batch_size"),
+                name="cell_key_unique",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.chip}/{self.gpu_cores}/{self.quant}/{self.variant}/BS{self.batch_size}"
 
 
 class Measurement(models.Model):
@@ -241,6 +285,8 @@ class Measurement(models.Model):
     variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
     contributor = models.ForeignKey(Contributor, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the refresh's indexes lead with it.
+    cell_key = models.ForeignKey(CellKey, on_delete=models.CASCADE, related_name="+", db_index=False)
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
     quant = models.CharField(max_length=32)
@@ -275,14 +321,14 @@ class Measurement(models.Model):
             # through these to their new ranks (cells.py) instead of reading the cell's history.
             *(
                 models.Index(
-                    fields=[*CELL_FIELDS, column, "submission"],
+                    fields=["cell_key", column, "submission"],
                     condition=INCLUDED_IN_CELLS,
                     name=f"measurement_order_{short}",
                 )
                 for column, short in (("tg_tps", "tg"), ("baseline_tg_tps", "baseline"), ("speedup", "speedup"))
             ),
             models.Index(
-                fields=[*CELL_FIELDS, "contributor"],
+                fields=["cell_key", "contributor"],
                 include=["submission"],
                 condition=INCLUDED_IN_CELLS,
                 name="measurement_cell_contributor",

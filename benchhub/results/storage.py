@@ -12,7 +12,7 @@ from typing import Any
 from benchhub_agent import envelope
 from django.db import connection
 
-from benchhub.results import measurements
+from benchhub.results import cell_keys, measurements
 from benchhub.results.models import (
     CorrectnessCheck,
     GenerationCheck,
@@ -188,6 +188,8 @@ def store_many(received: list[tuple[Submission, dict[str, Any]]]) -> None:
         for submission, normalised in rows
         for variant, fields in normalised.generation
     )
+    with connection.cursor() as cursor:
+        cell_keys.number_rows(cursor, [fields for _, normalised in rows for fields in normalised.measurements])
     Measurement.objects.bulk_create(
         Measurement(submission=submission, variant=by_name[(submission.pk, fields["variant_name"])], **fields)
         for submission, normalised in rows

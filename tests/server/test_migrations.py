@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from benchhub_agent import envelope
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+
+from benchhub.results import cells
+from benchhub.results.models import Measurement, Submission
+from tests.conftest import Api, build_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)  # CONCURRENTLY cannot run inside a transaction
 
@@ -42,12 +49,53 @@ def migrate_to(name: str) -> None:
 
 def test_0010_drops_the_covered_foreign_key_indexes_and_keeps_their_constraints() -> None:
     latest = MigrationExecutor(connection).loader.graph.leaf_nodes("results")[0][1]
-    keys = foreign_keys()
     try:
         migrate_to("0009_submission_cell_group")
+        keys = foreign_keys()
         assert single_column_indexes() >= DROPPED
         migrate_to("0010_drop_indexes_covered_by_others")
         assert not DROPPED & single_column_indexes()
         assert foreign_keys() == keys, "the constraints must be left as they were, not added again"
     finally:
         migrate_to(latest)
+
+
+def cells_and_keys() -> list[tuple[Any, ...]]:
+    """Each measurement's own names beside those of the cell key it points at."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id, m.campaign_id, m.chip, m.gpu_cores, m.quant, m.variant_name, m.batch_size, "
+            "k.campaign_id, k.chip, k.gpu_cores, k.quant, k.variant, k.batch_size "
+            "FROM results_measurement m LEFT JOIN results_cellkey k ON k.id = m.cell_key_id ORDER BY m.id"
+        )
+        return cursor.fetchall()
+
+
+def test_0011_numbers_the_cells_of_stored_measurements(api: Api, ada: envelope.Signer) -> None:
+    """Measurements stored before 0011 get the number of their own cell, one number per cell, off
+    Apple GPUs (no GPU core count) as well; refreshes after it take them in."""
+    for machine in ({}, {"chip": "NVIDIA H200", "gpu_cores": None}, {}):
+        assert api.submit(build_payload(machine=machine), ada).status_code == 201
+    before = cells_and_keys()
+    assert len(before) == 12 and all(row[1:7] == row[7:] for row in before)
+    numbered = {
+        row[1:7]: key
+        for row, key in zip(
+            before, Measurement.objects.order_by("id").values_list("cell_key_id", flat=True), strict=True
+        )
+    }
+    assert len(set(numbered.values())) == len(numbered) == 8, "one number per cell, nulls alike"
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("results")[0][1]
+    try:
+        migrate_to("0010_drop_indexes_covered_by_others")
+        migrate_to("0011_cell_key")
+        after = cells_and_keys()
+        assert [row[:7] for row in after] == [row[:7] for row in before]
+        assert all(row[1:7] == row[7:] for row in after), "each measurement points at its own cell"
+        assert len({row[7:] for row in after}) == 8
+    finally:
+        migrate_to(latest)
+    Submission.objects.update(cells_refreshed_at=None)
+    for values in Submission.objects.values_list("campaign_id", "chip", "gpu_cores", "quant").distinct():
+        cells.refresh_group(cells.Group(*values))
+    assert not Submission.objects.filter(cells_refreshed_at__isnull=True).exists()

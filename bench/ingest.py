@@ -59,6 +59,33 @@ def register_over_http(base: str, signers: list[envelope.Signer]) -> None:
                 raise RuntimeError(f"registration of bench-{index} answered {answer.status}")
 
 
+@dataclass(frozen=True)
+class IoCounters:
+    """PostgreSQL's cumulative I/O counters: WAL of the whole server (pg_stat_wal; other databases'
+    writes count too), blocks of this database read from outside shared_buffers."""
+
+    wal_bytes: int
+    full_page_images: int
+    blocks_read: int
+
+    @classmethod
+    def now(cls, database_url: str) -> IoCounters:
+        with psycopg.connect(database_url, autocommit=True) as connection:
+            row = connection.execute(
+                "SELECT w.wal_bytes, w.wal_fpi, d.blks_read FROM pg_stat_wal w, pg_stat_database d "
+                "WHERE d.datname = current_database()"
+            ).fetchone()
+        assert row is not None
+        return cls(int(row[0]), int(row[1]), int(row[2]))
+
+    def __sub__(self, other: IoCounters) -> IoCounters:
+        return IoCounters(
+            self.wal_bytes - other.wal_bytes,
+            self.full_page_images - other.full_page_images,
+            self.blocks_read - other.blocks_read,
+        )
+
+
 @dataclass
 class RoundResult:
     accepted: int
@@ -66,10 +93,23 @@ class RoundResult:
     wall_s: float
     latencies: list[float]
     drained_s: float
+    io: IoCounters | None = None
 
     @property
     def rate(self) -> float:
         return self.accepted / self.wall_s
+
+    def per_submission(self, counter: str, scale: float = 1.0) -> float:
+        assert self.io is not None
+        return getattr(self.io, counter) / scale / max(self.accepted, 1)
+
+
+def measured_io(database_url: str, measure: Any, *args: Any) -> RoundResult:
+    """A round with the I/O counters' growth over it."""
+    before = IoCounters.now(database_url)
+    result: RoundResult = measure(*args)
+    result.io = IoCounters.now(database_url) - before
+    return result
 
 
 def _unrefreshed(since: datetime) -> int:
@@ -143,8 +183,10 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
     try:
         register_over_http(stack.base, bench_crowd.signers)
         for _ in range(rounds):
-            http_rounds.append(http_round(stack.port, bench_crowd.bodies(per_round), clients))
-            floors.append(floor_round(database_url, bench_crowd.bodies(per_round)))
+            http_rounds.append(
+                measured_io(database_url, http_round, stack.port, bench_crowd.bodies(per_round), clients)
+            )
+            floors.append(measured_io(database_url, floor_round, database_url, bench_crowd.bodies(per_round)))
     finally:
         stack.stop()
     body_kib = statistics.median(len(body) for body in bench_crowd.bodies(20)) / 1024
@@ -164,6 +206,18 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
         "ingest / floor:         "
         + summary([h.rate / f.rate for h, f in zip(http_rounds, floors, strict=True)])
         + " (per round, same run)",
+        "per accepted submission, HTTP round (the worker's refreshes included) | floor round:",
+        *(
+            f"  {label:<22}{summary([r.per_submission(counter, scale) for r in http_rounds])} | "
+            f"{summary([r.per_submission(counter, scale) for r in floors])}"
+            for label, counter, scale in (
+                ("WAL kB:", "wal_bytes", 1000.0),
+                ("full-page images:", "full_page_images", 1.0),
+                ("blocks read:", "blocks_read", 1.0),
+            )
+        ),
+        "  (WAL is the server's: other databases' writes count too; blocks read: this database's, from "
+        "outside shared_buffers, so from the OS cache or the disk)",
     ]
     report("ingest (issue 6 target 1)", lines)
 

@@ -26,12 +26,18 @@ SELECT c.relname, pg_relation_size(c.oid), pg_indexes_size(c.oid),
 FROM pg_class c WHERE c.relkind = 'r' AND c.relname = ANY(%s)
 """
 
+INDEX_SIZES = """
+SELECT relname, indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes
+WHERE relname = ANY(%s) ORDER BY 3 DESC
+"""
+
 
 def run(database_url: str) -> None:
     with psycopg.connect(database_url, autocommit=True) as connection:
         connection.execute("VACUUM ANALYZE")
         count = connection.execute("SELECT count(*) FROM results_submission").fetchone()[0]  # type: ignore[index]
         rows: list[Any] = connection.execute(SIZES, [list(PER_SUBMISSION_TABLES)]).fetchall()
+        index_sizes: list[Any] = connection.execute(INDEX_SIZES, [list(PER_SUBMISSION_TABLES)]).fetchall()
         envelope_bytes = connection.execute("SELECT avg(octet_length(body)) FROM results_rawenvelope").fetchone()[0]  # type: ignore[index]
     if not count:
         return
@@ -54,4 +60,10 @@ def run(database_url: str) -> None:
         f"compressed by PostgreSQL) + normalised rows {normalised / count:.0f} B"
         f" + their indexes {(totals['indexes'] - raw[2]) / count:.0f} B"
     )
+    lines.append("indexes of 100 B or more per submission:")
+    lines += [
+        f"  {table + '.' + index:68s} {size / count:7.0f} B ({size / 2**20:.0f} MiB)"
+        for table, index, size in index_sizes
+        if size >= 100 * count
+    ]
     report("storage (issue 6 target 5)", lines)

@@ -237,13 +237,10 @@ class GenerationCheck(models.Model):
 INCLUDED_IN_CELLS = Q(excluded_reason="", speedup__isnull=False, baseline_tg_tps__isnull=False)
 
 
-class CellKey(models.Model):
-    """The name of one leaderboard cell, numbered once, when a measurement first names it: each
-    measurement carries the number, so the refresh's indexes lead with eight bytes instead of the
-    six columns naming the cell (~60 of ~90 bytes an entry; docs/performance.md, section 2). Never
-    deleted but with its campaign, so a number once given stays valid."""
+class CellName(models.Model):
+    """What names a leaderboard cell besides its campaign: the fields and the constraint shared by
+    the cells' numbers (CellKey) and the cells themselves (LeaderboardCell)."""
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
     quant = models.CharField(max_length=32)
@@ -251,21 +248,29 @@ class CellKey(models.Model):
     batch_size = models.PositiveIntegerField()
 
     class Meta:
-        constraints = (
-            # gpu_cores is null off Apple GPUs; Coalesce makes two nulls collide, on PostgreSQL and SQLite.
-            models.UniqueConstraint(
-                F("campaign"),
-                F("chip"),
-                Coalesce("gpu_cores", -1),
-                F("quant"),
-                F("variant"),
-                F("batch_size"),
-                name="cell_key_unique",
-            ),
-        )
+        abstract = True
+
+    @staticmethod
+    def unique(name: str) -> models.UniqueConstraint:
+        """One row per cell. gpu_cores is null off Apple GPUs; Coalesce makes two nulls collide, on
+        PostgreSQL and SQLite."""
+        fields = (F("campaign"), F("chip"), Coalesce("gpu_cores", -1), F("quant"), F("variant"), F("batch_size"))
+        return models.UniqueConstraint(*fields, name=name)
 
     def __str__(self) -> str:
         return f"{self.chip}/{self.gpu_cores}/{self.quant}/{self.variant}/BS{self.batch_size}"
+
+
+class CellKey(CellName):
+    """The name of one leaderboard cell, numbered once, when a measurement first names it: each
+    measurement carries the number, so the refresh's indexes lead with eight bytes instead of the
+    six columns naming the cell (~60 of ~90 bytes an entry; docs/performance.md, section 2). Never
+    deleted but with its campaign, so a number once given stays valid."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = (CellName.unique("cell_key_unique"),)
 
 
 class Measurement(models.Model):
@@ -336,16 +341,11 @@ class Measurement(models.Model):
         )
 
 
-class LeaderboardCell(models.Model):
+class LeaderboardCell(CellName):
     """The aggregate of PROTOCOL.md section 5 for one (campaign, chip, gpu_cores, quant, variant,
     batch size); recomputed by Celery only for the cells a submission touches."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="cells")
-    chip = models.CharField(max_length=200)
-    gpu_cores = models.PositiveIntegerField(null=True)
-    quant = models.CharField(max_length=32)
-    variant = models.CharField(max_length=64)
-    batch_size = models.PositiveIntegerField()
     baseline_tg_tps = models.FloatField(null=True)
     tg_tps = models.FloatField(null=True)
     speedup = models.FloatField(null=True)
@@ -365,18 +365,4 @@ class LeaderboardCell(models.Model):
 
     class Meta:
         ordering = ("campaign", "chip", "gpu_cores", "quant", "batch_size", "variant")
-        constraints = (
-            # gpu_cores is null off Apple GPUs; Coalesce makes two nulls collide, on PostgreSQL and SQLite.
-            models.UniqueConstraint(
-                F("campaign"),
-                F("chip"),
-                Coalesce("gpu_cores", -1),
-                F("quant"),
-                F("variant"),
-                F("batch_size"),
-                name="leaderboard_cell_unique",
-            ),
-        )
-
-    def __str__(self) -> str:
-        return f"{self.chip}/{self.gpu_cores}/{self.quant}/{self.variant}/BS{self.batch_size}"
+        constraints = (CellName.unique("leaderboard_cell_unique"),)

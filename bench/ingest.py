@@ -86,6 +86,16 @@ class IoCounters:
         )
 
 
+SERVER_SETTINGS = ("shared_buffers", "max_wal_size", "checkpoint_timeout", "wal_compression")
+
+
+def server_settings(database_url: str) -> str:
+    """The PostgreSQL settings that decide how much an index page touched at random costs."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        shown = [f"{name} {connection.execute(f'SHOW {name}').fetchone()[0]}" for name in SERVER_SETTINGS]  # type: ignore[index]
+    return "PostgreSQL " + ", ".join(shown)
+
+
 @dataclass
 class RoundResult:
     accepted: int
@@ -196,6 +206,7 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
         f"~{body_kib:.1f} KiB envelopes) from {clients} client processes to gunicorn --workers {web_workers} "
         "+ PostgreSQL, a Celery worker (--concurrency 2, as in docker-compose.yml) refreshing cells meanwhile; "
         "the clients share the same 2 cores",
+        server_settings(database_url),
         f"accepted/s (HTTP):      {summary([r.rate for r in http_rounds])}",
         f"p50 latency ms (HTTP):  {summary([1000 * percentile(r.latencies, 0.5) for r in http_rounds])}",
         f"p99 latency ms (HTTP):  {summary([1000 * percentile(r.latencies, 0.99) for r in http_rounds])}",

@@ -56,3 +56,15 @@ class AlterForeignKeyIndex(migrations.AlterField):
             )
         else:
             schema_editor.execute(f"DROP INDEX{concurrently} IF EXISTS {quote(name)}")
+
+
+class RunSQLOnPostgreSQL(migrations.RunSQL):
+    """RunSQL for what only PostgreSQL has (storage parameters); nothing elsewhere (SQLite)."""
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)

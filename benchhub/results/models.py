@@ -362,6 +362,12 @@ class LeaderboardCell(CellName):
         "incremental refresh starts from. Null: unknown, the next refresh reads the whole cell.",
     )
     updated_at = models.DateTimeField(auto_now=True)
+    revision = models.PositiveBigIntegerField(
+        default=0, editable=False, help_text="Raised by one each time a refresh rewrites the cell in place."
+    )
+
+    # When and how often the cell was written, not what it holds.
+    WRITE_MARKS = frozenset({"updated_at", "revision"})
 
     class Meta:
         ordering = ("campaign", "chip", "gpu_cores", "quant", "batch_size", "variant")

@@ -225,10 +225,12 @@ def all_refreshed(ids: list[str]) -> bool:
     return not Submission.objects.filter(id__in=ids, cells_refreshed_at__isnull=True).exists()
 
 
-# Everything a cell holds but its id and timestamp: the statistics, the counts and the elements an
+# Everything a cell holds but its id and write marks: the statistics, the counts and the elements an
 # incremental refresh starts from.
 CELL_FIELDS = tuple(
-    field.attname for field in LeaderboardCell._meta.concrete_fields if field.name not in {"id", "updated_at"}
+    field.attname
+    for field in LeaderboardCell._meta.concrete_fields
+    if field.name != "id" and field.name not in LeaderboardCell.WRITE_MARKS
 )
 CELL_NAME = ("campaign_id", "chip", "gpu_cores", "quant", "variant", "batch_size")
 

@@ -19,11 +19,11 @@ from tests.conftest import Api, build_payload, persona
 
 pytestmark = pytest.mark.django_db
 
-# Everything a cell holds but its id, timestamp and group (every cell compared is of one group).
+# Everything a cell holds but its id, write marks and group (every cell compared is of one group).
 CELL_FIELDS = tuple(
     field.attname
     for field in LeaderboardCell._meta.concrete_fields
-    if field.name not in {"id", "updated_at", "campaign", "chip", "gpu_cores", "quant"}
+    if field.name not in {"id", "campaign", "chip", "gpu_cores", "quant", *LeaderboardCell.WRITE_MARKS}
 )
 
 
@@ -203,3 +203,63 @@ def test_its_lookups_are_probes_of_the_partial_indexes(api: Api, crowd: list[env
     assert found, plan
     assert {node for node, _ in found} <= {"Index Scan", "Index Only Scan"}, found
     assert {index for _, index in found} <= probes, found
+
+
+def written_rows() -> dict[str, int]:
+    """This transaction's writes to the cell table so far, as PostgreSQL counts them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relname = %s",
+            [LeaderboardCell._meta.db_table],
+        )
+        row = cursor.fetchone()
+    return dict(zip(("inserted", "updated", "hot", "deleted"), row or (0, 0, 0, 0), strict=True))
+
+
+def test_it_rewrites_the_cells_it_keeps_in_place_and_inserts_only_new_ones(
+    api: Api, crowd: list[envelope.Signer]
+) -> None:
+    """A refresh updates each kept cell (same id, revision raised by one: what the read cache's
+    version counts) without touching an indexed column, so PostgreSQL keeps the new version on its
+    page (HOT) instead of a dead copy of the group per refresh; cells a submission adds are inserted."""
+    first = api.submit(build_payload(tg={"upstream": {4: [100, 100]}, "01": {4: [150, 150]}}), crowd[0])
+    group = cells.Group.of(Submission.objects.get(pk=first.json()["id"]))
+    cells.refresh_group(group)
+    before = {cell.pk: cell for cell in LeaderboardCell.objects.filter(**group.filter())}
+    assert len(before) == 2
+    second = build_payload(tg={"upstream": {1: [90, 90], 4: [110, 110]}, "01": {1: [95, 95], 4: [170, 170]}})
+    assert api.submit(second, crowd[1]).status_code == 201
+    written = written_rows()
+
+    refresh_incrementally(group)
+
+    after = {cell.pk: cell for cell in LeaderboardCell.objects.filter(**group.filter())}
+    counts = {name: count - written[name] for name, count in written_rows().items()}
+    assert counts == {"inserted": 2, "updated": 2, "hot": 2, "deleted": 0}
+    assert set(before) < set(after)
+    for pk, cell in before.items():
+        assert (after[pk].revision, after[pk].n_submissions) == (cell.revision + 1, 2)
+        assert after[pk].updated_at > cell.updated_at
+    assert sorted((cell.batch_size, cell.revision) for pk, cell in after.items() if pk not in before) == [
+        (1, 0),
+        (1, 0),
+    ]
+    assert snapshot(group) == recomputed_in_full(group)
+
+
+def test_a_full_read_deletes_the_cells_left_without_rows_and_keeps_the_others(
+    api: Api, crowd: list[envelope.Signer], admin_user: Any
+) -> None:
+    first = api.submit(build_payload(tg={"upstream": {4: [100, 100]}, "01": {4: [150, 150]}}), crowd[0])
+    wider = build_payload(tg={"upstream": {1: [90, 90], 4: [110, 110]}, "01": {1: [95, 95], 4: [170, 170]}})
+    second = api.submit(wider, crowd[1])
+    group = cells.Group.of(Submission.objects.get(pk=first.json()["id"]))
+    cells.refresh_group(group)
+    kept = dict(LeaderboardCell.objects.filter(**group.filter(), batch_size=4).values_list("variant", "pk"))
+
+    moderation.set_hidden(Submission.objects.filter(pk=second.json()["id"]), True, admin_user, "test")
+    cells.refresh_group(group)
+
+    left = LeaderboardCell.objects.filter(**group.filter())
+    assert dict(left.values_list("variant", "pk")) == kept
+    assert set(left.values_list("batch_size", "n_submissions", "revision")) == {(4, 1, 1)}

@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from benchhub.results import cells
-from benchhub.results.models import Measurement, Submission
+from benchhub.results.models import LeaderboardCell, Measurement, Submission
 from tests.conftest import Api, build_payload
 
 pytestmark = pytest.mark.django_db(transaction=True)  # CONCURRENTLY cannot run inside a transaction
@@ -99,3 +99,25 @@ def test_0011_numbers_the_cells_of_stored_measurements(api: Api, ada: envelope.S
     for values in Submission.objects.values_list("campaign_id", "chip", "gpu_cores", "quant").distinct():
         cells.refresh_group(cells.Group(*values))
     assert not Submission.objects.filter(cells_refreshed_at__isnull=True).exists()
+
+
+def cell_table_options() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce(reloptions, '{}') FROM pg_class WHERE relname = 'results_leaderboardcell'")
+        return list(cursor.fetchone()[0])
+
+
+def test_0012_leaves_half_of_each_cell_page_free_for_the_in_place_rewrites(api: Api, ada: envelope.Signer) -> None:
+    assert api.submit(build_payload(), ada).status_code == 201
+    cells.refresh_all_cells()
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("results")[0][1]
+    try:
+        migrate_to("0011_cell_key")
+        assert cell_table_options() == []
+        migrate_to("0012_cell_revision")
+        assert cell_table_options() == ["fillfactor=50"]
+    finally:
+        migrate_to(latest)
+    assert set(LeaderboardCell.objects.values_list("revision", flat=True)) == {0}, "stored cells start at 0"
+    cells.refresh_all_cells()
+    assert set(LeaderboardCell.objects.values_list("revision", flat=True)) == {1}

@@ -49,11 +49,11 @@ SNAPSHOT_MODELS: dict[str, type[Any]] = {
 
 
 def snapshot_fields(model: type[Any]) -> tuple[str, ...]:
-    """Every column of a derived table but its own id and refresh time, references to renumbered
-    rows replaced by what identifies those rows."""
+    """Every column of a derived table but its own id and a cell's write marks, references to
+    renumbered rows replaced by what identifies those rows."""
     fields: list[str] = []
     for field in model._meta.concrete_fields:
-        if field.primary_key or field.name == "updated_at":
+        if field.primary_key or (model is LeaderboardCell and field.name in LeaderboardCell.WRITE_MARKS):
             continue
         identity = RENUMBERED.get(field.related_model) if field.is_relation else None
         if identity:

@@ -103,12 +103,15 @@ class Submission(models.Model):
     id = models.UUIDField(primary_key=True, default=time_ordered_uuid, editable=False)
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="submissions")
     contributor = models.ForeignKey(Contributor, on_delete=models.PROTECT, related_name="submissions")
-    key = models.ForeignKey(PublicKey, on_delete=models.PROTECT, related_name="submissions")
+    # No index of its own: submission_key_nonce_unique leads with it.
+    key = models.ForeignKey(PublicKey, on_delete=models.PROTECT, related_name="submissions", db_index=False)
     machine = models.ForeignKey(Machine, on_delete=models.PROTECT, related_name="submissions")
     model_file = models.ForeignKey(ModelFile, on_delete=models.PROTECT, related_name="submissions")
     nonce = models.CharField(max_length=32)
-    # Unique: the same payload bytes signed by a second key are a replay of another contributor's result.
-    payload_sha256 = models.CharField(max_length=64, unique=True)
+    # Unique (submission_payload_unique): the same payload bytes signed by a second key are a replay
+    # of another contributor's result. A constraint, not unique=True, which on PostgreSQL adds a
+    # second index for LIKE that no lookup of a hash uses.
+    payload_sha256 = models.CharField(max_length=64)
     created_at = models.DateTimeField(help_text="When the agent assembled the result (its clock).")
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices)
@@ -135,7 +138,10 @@ class Submission(models.Model):
 
     class Meta:
         ordering = ("-received_at", "-id")
-        constraints = (models.UniqueConstraint(fields=["key", "nonce"], name="submission_key_nonce_unique"),)
+        constraints = (
+            models.UniqueConstraint(fields=["key", "nonce"], name="submission_key_nonce_unique"),
+            models.UniqueConstraint(fields=["payload_sha256"], name="submission_payload_unique"),
+        )
         indexes = (
             models.Index(fields=["cells_refreshed_at", "received_at"]),
             models.Index(fields=["chip", "quant", "-received_at", "-id"], name="submission_chip_quant_newest"),

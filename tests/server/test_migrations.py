@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from benchhub_agent import envelope
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from benchhub.results import cells
@@ -121,3 +121,35 @@ def test_0012_leaves_half_of_each_cell_page_free_for_the_in_place_rewrites(api: 
     assert set(LeaderboardCell.objects.values_list("revision", flat=True)) == {0}, "stored cells start at 0"
     cells.refresh_all_cells()
     assert set(LeaderboardCell.objects.values_list("revision", flat=True)) == {1}
+
+
+def submission_indexes() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'results_submission'")
+        return dict(cursor.fetchall())
+
+
+def test_0013_drops_the_hash_like_index_and_the_covered_key_index_and_keeps_the_uniques(
+    api: Api, ada: envelope.Signer
+) -> None:
+    like = "results_submission_payload_sha256_f027695a_like"
+    key_index = "results_submission_key_id_72e30e23"
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("results")[0][1]
+    try:
+        migrate_to("0012_cell_revision")
+        before = submission_indexes()
+        assert {like, key_index, "results_submission_payload_sha256_f027695a_uniq"} <= set(before)
+        migrate_to("0013_drop_indexes_no_lookup_uses")
+        after = submission_indexes()
+        assert set(before) - set(after) == {like, key_index, "results_submission_payload_sha256_f027695a_uniq"}
+        assert set(after) - set(before) == {"submission_payload_unique"}
+        assert "UNIQUE INDEX submission_payload_unique" in after["submission_payload_unique"]
+        assert "(key_id, nonce)" in after["submission_key_nonce_unique"]
+        migrate_to("0012_cell_revision")
+        assert submission_indexes() == before
+    finally:
+        migrate_to(latest)
+    first, second = (api.submit(build_payload(), ada).json()["id"] for _ in range(2))
+    taken = Submission.objects.get(pk=first).payload_sha256
+    with pytest.raises(IntegrityError, match="submission_payload_unique"), transaction.atomic():
+        Submission.objects.filter(pk=second).update(payload_sha256=taken)

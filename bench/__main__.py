@@ -87,6 +87,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--web-workers", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=30, help="requests per read endpoint")
+    parser.add_argument(
+        "--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export (~10 min at 1M)"
+    )
     options = parser.parse_args()
 
     from bench import agent_costs, ingest, reads, reads_under_ingest, refresh, state, storage, writers
@@ -129,7 +132,7 @@ def main() -> None:
         "writers": lambda: writers.run(),
         "state": lambda: state.grow(options.database, options.size),
         "refresh": lambda: refresh.run(50),
-        "reads": lambda: reads.run(options.repeats, explain=True),
+        "reads": lambda: reads.run(options.repeats, explain=True, csv=options.csv),
         "reads-under-ingest": lambda: reads_under_ingest.run(rounds=10, per_round=5),
         "storage": lambda: storage.run(options.database),
         "rebuild": lambda: refresh.rebuild(options.database),

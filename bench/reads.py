@@ -62,7 +62,7 @@ def _csv_memory(client: Any, url: str) -> tuple[int, float, float]:
     return rows - 1, seconds, peak / 2**20
 
 
-def run(repeats: int, explain: bool) -> None:
+def run(repeats: int, explain: bool, csv: bool = True) -> None:
     from benchhub.results.models import LeaderboardCell, Submission
 
     client = _client()
@@ -119,8 +119,11 @@ def run(repeats: int, explain: bool) -> None:
         if explain:
             count, sql_ms, sql, plan = _slowest_query(get)
             plans.append(f"-- {name}: {count} queries, {sql_ms:.1f} ms of SQL; the slowest:\n{sql}\n{plan}")
-    rows, seconds, peak = _csv_memory(client, f"/api/v1/measurements.csv?campaign={campaign}&quant={quant}")
-    lines.append(f"CSV export, one quant: {rows} rows in {seconds:.1f} s, peak Python allocations {peak:.1f} MiB")
+    if csv:
+        rows, seconds, peak = _csv_memory(client, f"/api/v1/measurements.csv?campaign={campaign}&quant={quant}")
+        lines.append(f"CSV export, one quant: {rows} rows in {seconds:.1f} s, peak Python allocations {peak:.1f} MiB")
+    else:
+        lines.append("CSV export: not run (--no-csv)")
     report("reads (issue 6 target 3), server time in process, DEBUG off", lines)
     for plan in plans:
         print(plan, flush=True)

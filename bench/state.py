@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from benchhub_agent import envelope
 
-from bench import payloads
+from bench import payloads, storage
 
 CONTRIBUTORS = 2000
 BATCH = 2000
@@ -218,19 +218,9 @@ CLONE_STEPS = (
 )
 
 
-# Every table the clone writes, and the query for their indexes that back no constraint: those are
-# dropped for the copies and built again after them (sorted, instead of ~30 million random inserts
-# into value-ordered indexes larger than memory: over an hour on 2 cores).
-CLONED_TABLES = (
-    "results_submission",
-    "results_rawenvelope",
-    "results_submissionvariant",
-    "results_sweeprun",
-    "results_sweeprow",
-    "results_correctnesscheck",
-    "results_generationcheck",
-    "results_measurement",
-)
+# The indexes of the tables the clone writes (a submission's, storage.PER_SUBMISSION_TABLES) that
+# back no constraint: dropped for the copies and built again after them (sorted, instead of ~30
+# million random inserts into value-ordered indexes larger than memory: over an hour on 2 cores).
 REBUILT_INDEXES = """SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i
     JOIN pg_class t ON t.oid = i.indrelid
     WHERE t.relname = ANY(%s) AND NOT EXISTS (SELECT FROM pg_constraint c WHERE c.conindid = i.indexrelid)
@@ -258,7 +248,7 @@ def clone(database_url: str, copies: int) -> None:
             # foreign-key checks of ~10 million rows ran at COMMIT for longer than the inserts.
             connection.execute("SET LOCAL session_replication_role = replica")
             connection.execute("SET LOCAL maintenance_work_mem = '1GB'")
-            rebuilt = connection.execute(REBUILT_INDEXES, [list(CLONED_TABLES)]).fetchall()
+            rebuilt = connection.execute(REBUILT_INDEXES, [list(storage.PER_SUBMISSION_TABLES)]).fetchall()
             for name, _ in rebuilt:
                 connection.execute(f"DROP INDEX {name}")
             for copy in range(1, copies + 1):

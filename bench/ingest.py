@@ -62,27 +62,30 @@ def register_over_http(base: str, signers: list[envelope.Signer]) -> None:
 @dataclass(frozen=True)
 class IoCounters:
     """PostgreSQL's cumulative I/O counters: WAL of the whole server (pg_stat_wal; other databases'
-    writes count too), blocks of this database read from outside shared_buffers."""
+    writes count too), blocks of this database read from outside shared_buffers, and those found in
+    them (each a page visited: an index descent costs one per level)."""
 
     wal_bytes: int
     full_page_images: int
     blocks_read: int
+    blocks_hit: int
 
     @classmethod
     def now(cls, database_url: str) -> IoCounters:
         with psycopg.connect(database_url, autocommit=True) as connection:
             row = connection.execute(
-                "SELECT w.wal_bytes, w.wal_fpi, d.blks_read FROM pg_stat_wal w, pg_stat_database d "
+                "SELECT w.wal_bytes, w.wal_fpi, d.blks_read, d.blks_hit FROM pg_stat_wal w, pg_stat_database d "
                 "WHERE d.datname = current_database()"
             ).fetchone()
         assert row is not None
-        return cls(int(row[0]), int(row[1]), int(row[2]))
+        return cls(*(int(value) for value in row))
 
     def __sub__(self, other: IoCounters) -> IoCounters:
         return IoCounters(
             self.wal_bytes - other.wal_bytes,
             self.full_page_images - other.full_page_images,
             self.blocks_read - other.blocks_read,
+            self.blocks_hit - other.blocks_hit,
         )
 
 
@@ -225,10 +228,11 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
                 ("WAL kB:", "wal_bytes", 1000.0),
                 ("full-page images:", "full_page_images", 1.0),
                 ("blocks read:", "blocks_read", 1.0),
+                ("blocks hit:", "blocks_hit", 1.0),
             )
         ),
         "  (WAL is the server's: other databases' writes count too; blocks read: this database's, from "
-        "outside shared_buffers, so from the OS cache or the disk)",
+        "outside shared_buffers, so from the OS cache or the disk; blocks hit: found in shared_buffers)",
     ]
     report("ingest (issue 6 target 1)", lines)
 

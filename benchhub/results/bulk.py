@@ -1,30 +1,35 @@
-"""Rewrite the normalised rows of every submission from its raw envelope with COPY: the PostgreSQL
-path of `manage.py rebuild_cells` (the ORM path, `storage.store_many`, serves SQLite).
+"""Write the normalised rows of submissions with COPY: the ingest's one submission into the live
+tables, and on PostgreSQL every submission again from its raw envelope for `manage.py rebuild_cells`
+(the ORM path, `storage.store_many`, serves SQLite).
 
-The submissions are cut into ranges of their primary key; each range is one transaction that locks
-its submissions, deletes their old rows and COPYs the new ones, so a crash leaves every submission
-with either its old or its new rows, and running again fixes all of them. Ranges are spread over
-worker processes, each holding one range in memory at a time. The rows come from
-`storage.normalised_rows`, the derivation the ingest path writes through the ORM.
+A rebuild writes into fresh tables that are indexed and swapped in at the end (fresh_tables.py).
+The submissions are cut into ranges of their primary key, spread over worker processes, each range
+one transaction holding one range in memory at a time. The rows come from `storage.normalised_rows`,
+the derivation the ingest path writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import multiprocessing
 import os
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, models, transaction
+import psycopg
+from django.db import DatabaseError, connection, models, transaction
 from psycopg.types.json import Jsonb
 
-from benchhub.results import cell_keys, measurements, rebuild_worker, storage
+from benchhub.results import cell_keys, fresh_tables, measurements, rebuild_worker, storage
 from benchhub.results.models import (
     CorrectnessCheck,
     GenerationCheck,
+    LeaderboardCell,
     Measurement,
     Submission,
     SubmissionVariant,
@@ -32,6 +37,9 @@ from benchhub.results.models import (
     SweepRun,
 )
 
+# A catch-up that found at most this many changed submissions is followed by the swap, which does
+# the last one under its locks: a few chunks' worth at most, a second or so of the ingest waiting.
+CATCH_UP_UNDER_LOCK = 200
 # A range of primary keys: lower bound included, upper bound excluded; None is unbounded.
 KeyRange = tuple[UUID | None, UUID | None]
 
@@ -41,29 +49,32 @@ SUBMISSION_FACTS = """
     JOIN results_machine m ON m.id = s.machine_id
     JOIN results_modelfile f ON f.id = s.model_file_id
     LEFT JOIN results_rawenvelope r ON r.submission_id = s.id
-    WHERE (%(lower)s::uuid IS NULL OR s.id >= %(lower)s) AND (%(upper)s::uuid IS NULL OR s.id < %(upper)s)
-    ORDER BY s.id
-    FOR SHARE OF s
 """
-# Locked FOR SHARE: a moderator hiding one of these submissions waits for this range's commit (and
-# then rebuilds its measurements itself), or commits first and this range reads the new state.
+IN_RANGE = "WHERE (%(lower)s::uuid IS NULL OR s.id >= %(lower)s) AND (%(upper)s::uuid IS NULL OR s.id < %(upper)s)"
+AMONG = "WHERE s.id = ANY(%(ids)s)"
 
-# Children first, so nothing is left pointing at a deleted row (the constraints are checked at commit).
-DELETES = (
-    f"DELETE FROM {SweepRow._meta.db_table} WHERE run_id IN "
-    f"(SELECT id FROM {SweepRun._meta.db_table} WHERE submission_id = ANY(%s))",
-    *(
-        f"DELETE FROM {model._meta.db_table} WHERE submission_id = ANY(%s)"
-        for model in (Measurement, CorrectnessCheck, GenerationCheck, SweepRun, SubmissionVariant)
-    ),
-)
+# Where each derived model's rows are written: the live tables at ingest.
+Tables = Mapping[type[models.Model], str]
+LIVE: Tables = {model: model._meta.db_table for model in fresh_tables.DERIVED}
+
+
+def _deletes(tables: Tables) -> tuple[str, ...]:
+    """Every row of some submissions (`= ANY(%s)`), children first."""
+    return (
+        f"DELETE FROM {tables[SweepRow]} WHERE run_id IN "
+        f"(SELECT id FROM {tables[SweepRun]} WHERE submission_id = ANY(%s))",
+        *(
+            f"DELETE FROM {tables[model]} WHERE submission_id = ANY(%s)"
+            for model in (Measurement, CorrectnessCheck, GenerationCheck, SweepRun, SubmissionVariant)
+        ),
+    )
 
 
 class Table:
     """The tuples COPY writes into one table: key columns first, then the builder's fields."""
 
-    def __init__(self, model: type[models.Model], keys: tuple[str, ...]) -> None:
-        self.model, self.keys = model, keys
+    def __init__(self, model: type[models.Model], keys: tuple[str, ...], name: str = "") -> None:
+        self.model, self.keys, self.name = model, keys, name or model._meta.db_table
         self.json_columns = {f.attname for f in model._meta.concrete_fields if isinstance(f, models.JSONField)}
         self.columns: tuple[str, ...] = ()
         self.json_flags: list[bool] = []
@@ -83,27 +94,27 @@ class Table:
     def copy(self, cursor: Any) -> None:
         if not self.rows:
             return
-        with cursor.copy(f"COPY {self.model._meta.db_table} ({', '.join(self.columns)}) FROM STDIN") as copy:
+        with cursor.copy(f"COPY {self.name} ({', '.join(self.columns)}) FROM STDIN") as copy:
             for row in self.rows:
                 copy.write_row(row)
 
 
-def _reserve_ids(cursor: Any, model: type[models.Model], count: int) -> Iterator[int]:
+def _reserve_ids(cursor: Any, table: str, count: int) -> Iterator[int]:
     """Ids taken from the table's own sequence, so rows written now and by the ingest meanwhile never collide."""
-    sequence = f"pg_get_serial_sequence('{model._meta.db_table}', 'id')"
+    sequence = f"pg_get_serial_sequence('{table}', 'id')"
     rows = cursor.execute(f"SELECT nextval({sequence}) FROM generate_series(1, %s)", [count]).fetchall()
     return iter(row[0] for row in rows)
 
 
-def write_rows(cursor: Any, derived: list[tuple[UUID, storage.NormalisedRows]]) -> None:
+def write_rows(cursor: Any, derived: list[tuple[UUID, storage.NormalisedRows]], into: Tables = LIVE) -> None:
     """COPY the normalised rows of these submissions (already stored themselves) with psycopg's
-    `cursor`: ids reserved from the tables' sequences, one COPY per table. The ingest path writes
-    its one submission this way on PostgreSQL, the rebuild a chunk."""
+    `cursor` into the tables `into` names: ids reserved from the tables' sequences, one COPY per
+    table. The ingest path writes its one submission this way on PostgreSQL, the rebuild a chunk."""
     cell_keys.number_rows(cursor, [fields for _, rows in derived for fields in rows.measurements])
-    variant_ids = _reserve_ids(cursor, SubmissionVariant, sum(len(rows.variants) for _, rows in derived))
-    run_ids = _reserve_ids(cursor, SweepRun, sum(len(rows.runs) for _, rows in derived))
+    variant_ids = _reserve_ids(cursor, into[SubmissionVariant], sum(len(rows.variants) for _, rows in derived))
+    run_ids = _reserve_ids(cursor, into[SweepRun], sum(len(rows.runs) for _, rows in derived))
     tables = {
-        name: Table(model, keys)
+        name: Table(model, keys, into[model])
         for name, model, keys in (
             ("variants", SubmissionVariant, ("id", "submission_id")),
             ("runs", SweepRun, ("id", "submission_id", "variant_id")),
@@ -132,29 +143,37 @@ def write_rows(cursor: Any, derived: list[tuple[UUID, storage.NormalisedRows]]) 
         table.copy(cursor)
 
 
+def _derive(cursor: Any, where: str, params: dict[str, Any]) -> list[tuple[UUID, storage.NormalisedRows]]:
+    """The normalised rows of the submissions `where` selects, from their raw envelopes."""
+    derived = []
+    for submission_id, hidden, flags, campaign, contributor, chip, gpu_cores, quant, body in cursor.execute(
+        f"{SUBMISSION_FACTS} {where} ORDER BY s.id", params
+    ).fetchall():
+        if body is None:
+            raise LookupError(f"Submission {submission_id} has no raw envelope to rebuild its rows from.")
+        facts = measurements.SubmissionFacts(hidden, json.loads(flags), campaign, contributor, chip, gpu_cores, quant)
+        derived.append((submission_id, storage.normalised_rows(facts, storage.stored_payload(bytes(body)))))
+    return derived
+
+
 def rebuild_range(key_range: KeyRange) -> int:
-    """Re-derive the rows of the submissions in `key_range` in one transaction; returns how many."""
+    """Derive the rows of the submissions in `key_range` into the fresh tables, in one transaction;
+    returns how many submissions."""
     lower, upper = key_range
     with transaction.atomic(), connection.cursor() as wrapper:
         cursor = wrapper.cursor  # psycopg's own cursor: COPY is not part of Django's API
-        found = cursor.execute(SUBMISSION_FACTS, {"lower": lower, "upper": upper}).fetchall()
-        if not found:
-            return 0
-        derived = []
-        for submission_id, hidden, flags, campaign, contributor, chip, gpu_cores, quant, body in found:
-            if body is None:
-                raise LookupError(f"Submission {submission_id} has no raw envelope to rebuild its rows from.")
-            facts = measurements.SubmissionFacts(
-                hidden, json.loads(flags), campaign, contributor, chip, gpu_cores, quant
-            )
-            derived.append((submission_id, storage.normalised_rows(facts, storage.stored_payload(bytes(body)))))
-        del found
-        ids = [submission_id for submission_id, _ in derived]
-        for statement in DELETES:
-            cursor.execute(statement, [ids])
-        write_rows(cursor, derived)
-        del derived
-    return len(ids)
+        derived = _derive(cursor, IN_RANGE, {"lower": lower, "upper": upper})
+        write_rows(cursor, derived, fresh_tables.fresh_tables())
+        return len(derived)
+
+
+def rederive(cursor: Any, ids: list[UUID]) -> None:
+    """Replace the fresh rows of these submissions with rows derived from what they are now (a
+    submission deleted meanwhile keeps none)."""
+    into = fresh_tables.fresh_tables()
+    for statement in _deletes(into):
+        cursor.execute(statement, [ids])
+    write_rows(cursor, _derive(cursor, AMONG, {"ids": ids}), into)
 
 
 def key_ranges(chunk: int) -> list[KeyRange]:
@@ -169,20 +188,65 @@ def key_ranges(chunk: int) -> list[KeyRange]:
     return list(zip(starts, [*starts[1:], None], strict=True))
 
 
-def rebuild_all(workers: int, chunk: int) -> int:
-    """Rebuild every submission's rows, `chunk` submissions per transaction, in `workers`
-    processes. In this process and its connection when `workers` is 1 or when the caller holds a
-    transaction open (other processes could not see what it has not committed). Returns how many
-    submissions."""
+@dataclass
+class Rebuilt:
+    submissions: int
+    caught_up: int  # submissions received, moderated or deleted meanwhile, derived again
+    seconds: dict[str, float]  # per step
+
+
+def rebuild_all(workers: int, chunk: int) -> Rebuilt:
+    """Rebuild every submission's rows into fresh tables, `chunk` submissions per transaction in
+    `workers` processes, index them and swap them in for the live ones (results/fresh_tables.py).
+    In this process and its connection when `workers` is 1 or when the caller holds a transaction
+    open (other processes could not see what it has not committed)."""
+    with transaction.atomic(), connection.cursor() as wrapper:
+        cursor = wrapper.cursor
+        fresh_tables.drop_leftovers(cursor)
+        layout = fresh_tables.read_layout(cursor)
+        fresh_tables.create(cursor, layout)
+    try:
+        rebuilt = _fill_and_swap(layout, workers, chunk)
+    except BaseException:
+        # Nothing live was changed; what was made for the rebuild goes (or, in a caller's failed
+        # transaction, goes with its rollback; after a kill, with the next rebuild's start).
+        if not connection.in_atomic_block:
+            with contextlib.suppress(DatabaseError, psycopg.Error), connection.cursor() as wrapper:
+                fresh_tables.drop_leftovers(wrapper.cursor)
+        raise
+    with connection.cursor() as wrapper:
+        fresh_tables.drop_leftovers(wrapper.cursor)
+    return rebuilt
+
+
+def _fill_and_swap(layout: fresh_tables.Layout, workers: int, chunk: int) -> Rebuilt:
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
     ranges = key_ranges(chunk)
     done = 0
     if workers <= 1 or connection.in_atomic_block:
         for key_range in ranges:
             done += rebuild_range(key_range)
-        return done
-    database = {name: connection.settings_dict[name] for name in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchhub.settings")
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        for count in pool.imap_unordered(functools.partial(rebuild_worker.rebuild_range, database), ranges):
-            done += count
-    return done
+    else:
+        database = {name: connection.settings_dict[name] for name in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchhub.settings")
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            for count in pool.imap_unordered(functools.partial(rebuild_worker.rebuild_range, database), ranges):
+                done += count
+    seconds["rows"] = time.perf_counter() - started
+    seconds |= fresh_tables.build(layout, fresh_tables.Statements(workers))
+    started = time.perf_counter()
+    caught = 0
+    while True:  # until what arrives while one catch-up runs is little enough to do under the locks
+        with transaction.atomic(), connection.cursor() as wrapper:
+            taken = fresh_tables.catch_up(wrapper.cursor, rederive, chunk)
+        caught += taken
+        if taken <= CATCH_UP_UNDER_LOCK:
+            break
+    seconds["catch-up"] = time.perf_counter() - started
+    started = time.perf_counter()
+    with transaction.atomic(), connection.cursor() as wrapper:
+        caught += fresh_tables.swap(wrapper.cursor, layout, rederive, chunk)
+        LeaderboardCell.objects.update(order_state=None)  # their elements are other rows now
+    seconds["swap"] = time.perf_counter() - started
+    return Rebuilt(done, caught, seconds)

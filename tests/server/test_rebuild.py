@@ -1,14 +1,16 @@
 """`manage.py rebuild_cells`: every normalised row re-derived from the raw envelopes gives exactly
 the rows and cells the ingest path wrote, on PostgreSQL's COPY path (in process and in worker
-processes) and on SQLite's ORM path; a failure mid-way leaves each submission with its old or its
-new rows, never a mix, and running again repairs everything."""
+processes) and on SQLite's ORM path. On PostgreSQL the rows go into fresh tables swapped in at the
+end: a failure before the swap leaves the live rows as they were and running again repairs
+everything; submissions received or moderated meanwhile keep their rows; the schema after the swap
+is the one the migrations made."""
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+import time
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -17,9 +19,10 @@ import psycopg
 import pytest
 from benchhub_agent import envelope
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 
-from benchhub.results import cells, moderation
+from benchhub.results import cells, fresh_tables, moderation
 from benchhub.results.models import (
     CorrectnessCheck,
     GenerationCheck,
@@ -154,63 +157,183 @@ def test_it_rebuilds_the_same_rows_in_worker_processes(api: Api, ada: envelope.S
     assert snapshot() == expected
 
 
-def rows_per_submission() -> dict[str, dict[str, int]]:
-    counts: dict[str, dict[str, int]] = {}
-    for name, model in SNAPSHOT_MODELS.items():
-        if model is LeaderboardCell:
-            continue
-        submission = "run__submission_id" if model is SweepRow else "submission_id"
-        for submission_id in model.objects.values_list(submission, flat=True):
-            per_table = counts.setdefault(str(submission_id), {})
-            per_table[name] = per_table.get(name, 0) + 1
-    return counts
-
-
-@contextmanager
-def measurements_refused_for(submission_id: str) -> Iterator[None]:
-    """The database refuses this submission's measurements: its chunk fails in its last COPY,
-    after its old rows were deleted and its other new rows written."""
+def fresh_leftovers() -> list[str]:
+    """What a rebuild that stopped before its swap leaves: fresh tables, the change notes, the trigger."""
     with connection.cursor() as cursor:
         cursor.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE %s OR relname = %s "
+            "UNION SELECT tgname FROM pg_trigger WHERE tgname = %s ORDER BY 1",
+            [f"%{fresh_tables.SUFFIX}%", fresh_tables.CHANGES, fresh_tables.NOTE_CHANGE],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_before_the_swap_leaves_the_live_rows_and_a_rerun_repairs_everything(
+    api: Api, ada: envelope.Signer, admin_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = ingest_state(api, admin_user)
+    damage_the_derived_rows()
+    damaged = snapshot()
+    refused = sorted(Submission.objects.values_list("pk", flat=True))[4]
+    create = fresh_tables.create
+
+    def create_refusing_one_submission(cursor: Any, layout: fresh_tables.Layout) -> None:
+        """The database refuses one submission's fresh measurements: its chunk fails in its last COPY."""
+        create(cursor, layout)
+        cursor.execute(
             "CREATE FUNCTION test_refuse_measurement() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            f"IF NEW.submission_id = '{UUID(submission_id)}' THEN RAISE EXCEPTION 'injected failure'; END IF; "
+            f"IF NEW.submission_id = '{UUID(str(refused))}' THEN RAISE EXCEPTION 'injected failure'; END IF; "
             "RETURN NEW; END $$"
         )
         cursor.execute(
-            "CREATE TRIGGER test_refuse_measurement BEFORE INSERT ON results_measurement "
+            f"CREATE TRIGGER test_refuse_measurement BEFORE INSERT ON {fresh_tables.fresh_name(Measurement)} "
             "FOR EACH ROW EXECUTE FUNCTION test_refuse_measurement()"
         )
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER test_refuse_measurement ON results_measurement")
-            cursor.execute("DROP FUNCTION test_refuse_measurement()")
 
-
-@pytest.mark.django_db
-def test_a_failure_mid_way_leaves_old_or_new_rows_and_a_rerun_repairs_everything(
-    api: Api, ada: envelope.Signer, admin_user: Any
-) -> None:
-    expected = ingest_state(api, admin_user)
-    complete = rows_per_submission()
-    damage_the_derived_rows()
-    damaged = rows_per_submission()
-    order = [str(pk) for pk in sorted(Submission.objects.values_list("pk", flat=True))]
-
-    with measurements_refused_for(order[4]), pytest.raises(psycopg.errors.RaiseException, match="injected failure"):
+    monkeypatch.setattr(fresh_tables, "create", create_refusing_one_submission)
+    with pytest.raises(psycopg.errors.RaiseException, match="injected failure"):
         call_command("rebuild_cells", workers=1, chunk=1, stdout=io.StringIO())
+    monkeypatch.undo()
 
-    counts = rows_per_submission()
-    for rebuilt in order[:4]:
-        assert counts[rebuilt] == complete[rebuilt]
-        assert not Measurement.objects.filter(submission_id=rebuilt, tg_tps=-1.0).exists()
-    for kept in order[4:]:
-        assert counts[kept] == damaged[kept], "the old rows, all of them"
-        assert not Measurement.objects.filter(submission_id=kept).exclude(tg_tps=-1.0).exists()
+    assert snapshot() == damaged, "the live rows, untouched"
+    assert fresh_leftovers() == [], "dropped on the way out"
+    with connection.cursor() as cursor:
+        cursor.execute("DROP FUNCTION test_refuse_measurement()")
+        # A run killed before its swap leaves its tables and trigger for the next run to drop.
+        fresh_tables.create(cursor.cursor, fresh_tables.read_layout(cursor.cursor))
+    assert fresh_leftovers()
 
     call_command("rebuild_cells", workers=1, chunk=1, stdout=io.StringIO())
     assert snapshot() == expected
+    assert fresh_leftovers() == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("meanwhile", ["while indexing", "just before the swap"])
+def test_submissions_received_and_moderated_during_a_rebuild_keep_their_rows(
+    api: Api, ada: envelope.Signer, admin_user: Any, monkeypatch: pytest.MonkeyPatch, meanwhile: str
+) -> None:
+    """Changes after their chunk was derived: caught up before the swap, or under its locks."""
+    ingest_state(api, admin_user)
+    submitted = Submission.objects.order_by("pk").values_list("pk", flat=True)
+    shown, hidden = Submission.objects.get(pk=submitted[0]), Submission.objects.get(hidden=True)
+    expected: list[Snapshot] = []
+    step = "build" if meanwhile == "while indexing" else "swap"
+    original = getattr(fresh_tables, step)
+
+    def with_changes_first(*args: Any) -> Any:
+        response = api.submit(build_payload(machine={"chip": "Apple M3 Pro", "gpu_cores": 18}), ada)
+        assert response.status_code == 201, response.json()
+        moderation.set_hidden([shown], True, admin_user, "meanwhile")
+        moderation.set_hidden([hidden], False, admin_user, "meanwhile")
+        cells.refresh_all_cells()
+        expected.append(snapshot())  # what the ingest and the moderators wrote into the live tables
+        return original(*args)
+
+    monkeypatch.setattr(fresh_tables, step, with_changes_first)
+    output = io.StringIO()
+    call_command("rebuild_cells", workers=2, chunk=2, stdout=output)
+
+    assert snapshot() == expected[0]
+    assert "3 received or changed meanwhile derived again" in output.getvalue()
+    assert Submission.objects.get(pk=shown.pk).measurements.filter(excluded_reason="hidden").exists()
+    assert not Submission.objects.get(pk=hidden.pk).measurements.filter(excluded_reason="hidden").exists()
+    assert fresh_leftovers() == []
+
+
+def schema_of_the_derived_tables() -> list[tuple[Any, ...]]:
+    """Every name and definition the migrations gave the derived tables, as the catalogue has them."""
+    tables = [model._meta.db_table for model in fresh_tables.DERIVED]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT 'column', c.relname, a.attnum::text, a.attname, format_type(a.atttypid, a.atttypmod),
+                   a.attnotnull::text, a.attidentity::text, coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+            FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+            WHERE c.relname = ANY(%(tables)s) AND a.attnum > 0 AND NOT a.attisdropped
+            UNION ALL
+            SELECT 'index', c.relname, i.relname, pg_get_indexdef(x.indexrelid), '', '', '', ''
+            FROM pg_index x JOIN pg_class c ON c.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid
+            WHERE c.relname = ANY(%(tables)s)
+            UNION ALL
+            SELECT 'constraint', c.relname, k.conname, pg_get_constraintdef(k.oid), k.convalidated::text,
+                   k.condeferrable::text, k.condeferred::text, ''
+            FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid WHERE c.relname = ANY(%(tables)s)
+            UNION ALL
+            SELECT 'table', c.relname, coalesce(array_to_string(c.reloptions, ','), ''),
+                   pg_get_serial_sequence(c.relname, 'id'), '', '', '', ''
+            FROM pg_class c WHERE c.relname = ANY(%(tables)s)
+            ORDER BY 1, 2, 3, 4
+            """,
+            {"tables": tables},
+        )
+        return cursor.fetchall()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_swapped_in_tables_have_every_name_and_definition_the_migrations_made(
+    api: Api, ada: envelope.Signer, admin_user: Any
+) -> None:
+    ingest_state(api, admin_user)
+    table = SweepRow._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} SET (fillfactor = 90)")  # a storage parameter to keep
+    try:
+        before = schema_of_the_derived_tables()
+        assert ("table", table, "fillfactor=90", f"public.{table}_id_seq", "", "", "", "") in before
+        call_command("rebuild_cells", workers=2, chunk=3, stdout=io.StringIO())
+        after = schema_of_the_derived_tables()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} RESET (fillfactor)")
+    assert after == before
+    response = api.submit(build_payload(machine={"chip": "Apple M2"}), ada)
+    assert response.status_code == 201, response.json()
+    assert Measurement.objects.filter(submission_id=response.json()["id"]).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_swap_waits_for_a_reader_without_failing_it_or_itself(
+    api: Api, ada: envelope.Signer, admin_user: Any
+) -> None:
+    """A reader holds the measurements past several of the swap's lock timeouts: the swap lets go
+    and tries again until the reader is done."""
+    expected = ingest_state(api, admin_user)
+    reading, read = threading.Event(), []
+
+    def slow_reader() -> None:
+        with psycopg.connect(**connection.get_connection_params()) as own:
+            read.append(own.execute(f"SELECT count(*) FROM {Measurement._meta.db_table}").fetchone())
+            reading.set()
+            time.sleep(5 * fresh_tables.LOCK_TIMEOUT_MS / 1000)
+            own.commit()
+
+    swap = fresh_tables.swap
+
+    def swap_once_the_reader_holds(*args: Any) -> int:
+        reader.start()
+        assert reading.wait(30)
+        return swap(*args)
+
+    reader = threading.Thread(target=slow_reader)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fresh_tables, "swap", swap_once_the_reader_holds)
+        started = time.perf_counter()
+        call_command("rebuild_cells", workers=1, chunk=5, stdout=io.StringIO())
+    reader.join()
+    assert read and read[0][0] > 0
+    assert time.perf_counter() - started > 4 * fresh_tables.LOCK_TIMEOUT_MS / 1000, "it waited for the reader"
+    assert snapshot() == expected
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_drop_a_reference_it_would_not_keep(api: Api, ada: envelope.Signer) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE test_note (measurement_id bigint REFERENCES {Measurement._meta.db_table} (id))")
+    with pytest.raises(CommandError, match="references or triggers a rebuild would drop: test_note_measurement_id"):
+        call_command("rebuild_cells", workers=1, chunk=5, stdout=io.StringIO())
 
 
 SQLITE_SCRIPT = """

@@ -2,10 +2,10 @@ import os
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from benchhub.results import bulk, cells, storage
+from benchhub.results import bulk, cells, fresh_tables, storage
 from benchhub.results.models import (
     CorrectnessCheck,
     GenerationCheck,
@@ -26,7 +26,9 @@ class Command(BaseCommand):
         "Re-derive every submission's normalised rows from its stored raw envelope, then recompute every "
         "leaderboard cell. Safe to run at any time and to run again after a crash; moderation state (hidden) "
         "is kept. Works in chunks of submissions, one transaction each, so memory stays bounded whatever the "
-        "table size. On PostgreSQL the chunks are written with COPY by worker processes."
+        "table size. On PostgreSQL the chunks are written with COPY by worker processes into fresh tables, "
+        "which are indexed and then swapped in for the live ones under a short lock; the site and the "
+        "ingest keep working meanwhile, and a crash before the swap leaves the live tables as they were."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,18 +42,24 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, chunk: int, workers: int, **options: Any) -> None:
         started = time.perf_counter()
-        # Refreshes while the rows are rewritten read their groups in full: an incremental one
-        # could step from elements whose values the new derivation changes.
-        LeaderboardCell.objects.update(order_state=None)
         if connection.vendor == "postgresql":
-            count = bulk.rebuild_all(workers, chunk)
+            try:
+                rebuilt = bulk.rebuild_all(workers, chunk)
+            except fresh_tables.RebuildRefused as error:
+                raise CommandError(str(error)) from None
+            count, steps = rebuilt.submissions, rebuilt.seconds
+            caught = f"{rebuilt.caught_up} received or changed meanwhile derived again; "
         else:
-            count = self._rebuild_with_the_orm(chunk)
+            # The rows are rewritten in place: refreshes meanwhile read their groups in full.
+            LeaderboardCell.objects.update(order_state=None)
+            count, steps, caught = self._rebuild_with_the_orm(chunk), {}, ""
         rows_done = time.perf_counter()
         refreshed = cells.refresh_all_cells()
+        steps = {**(steps or {"rows": rows_done - started}), "cells": time.perf_counter() - rows_done}
         self.stdout.write(
-            f"Rebuilt {count} submission(s) and {refreshed} cell(s) from the raw envelopes "
-            f"(rows {rows_done - started:.1f} s, cells {time.perf_counter() - rows_done:.1f} s)."
+            f"Rebuilt {count} submission(s) and {refreshed} cell(s) from the raw envelopes ({caught}"
+            + ", ".join(f"{step} {value:.1f} s" for step, value in steps.items())
+            + f"; {time.perf_counter() - started:.1f} s in all)."
         )
 
     def _rebuild_with_the_orm(self, chunk: int) -> int:

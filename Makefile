@@ -44,7 +44,7 @@ lint: install  ## ruff and the migrations check
 
 typecheck: install  ## mypy over the service and the agent
 	$(BIN)/mypy benchhub agent/benchhub_agent
-	$(BIN)/mypy bench
+	$(BIN)/mypy --cache-dir .mypy_cache/bench bench  # its own cache: a shared one resolves benchhub_agent differently
 
 test: install system-deps services fixtures lint typecheck  ## the whole test suite on PostgreSQL and Redis (what CI runs)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest

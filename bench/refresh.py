@@ -85,7 +85,8 @@ def rebuild(database_url: str) -> None:
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     lines = [
-        f"{total} stored submissions; manage.py rebuild_cells exit {done.returncode}: {done.stdout.strip()[-200:]}",
+        f"{total} stored submissions; manage.py rebuild_cells exit {done.returncode}",
+        *done.stdout.strip().splitlines()[-3:],
         f"wall {seconds:.0f} s ({total / seconds:.0f} submissions/s); peak RSS {peak / 1024:.0f} MiB"
         + ("" if peak > before else " (no higher than an earlier child's)"),
     ]

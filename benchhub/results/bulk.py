@@ -11,10 +11,7 @@ the derivation the ingest path writes.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import multiprocessing
-import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -228,11 +225,7 @@ def _fill_and_swap(layout: fresh_tables.Layout, workers: int, chunk: int) -> Reb
         for key_range in ranges:
             done += rebuild_range(key_range)
     else:
-        database = {name: connection.settings_dict[name] for name in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchhub.settings")
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            for count in pool.imap_unordered(functools.partial(rebuild_worker.rebuild_range, database), ranges):
-                done += count
+        done = rebuild_worker.total_in_processes(f"{__name__}.rebuild_range", ranges, workers)
     seconds["rows"] = time.perf_counter() - started
     seconds |= fresh_tables.build(layout, fresh_tables.Statements(workers))
     started = time.perf_counter()

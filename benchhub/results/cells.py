@@ -253,9 +253,10 @@ def refresh_submission_cells(submission_id: str) -> int:
     return refresh_group(Group.of(submission))
 
 
-def refresh_all_cells() -> int:
+def refresh_all_cells(workers: int = 1) -> int:
     """Recompute every cell in full, taking in every waiting submission, and drop cells that have
-    no rows, one group at a time (memory bounded by the largest group, not by the table)."""
+    no rows, one group at a time (memory bounded by the largest group, not by the table): in
+    `workers` processes on PostgreSQL when the caller holds no transaction open."""
     groups = {
         Group(*values)
         for values in Measurement.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
@@ -266,10 +267,22 @@ def refresh_all_cells() -> int:
         .values_list("campaign_id", "chip", "gpu_cores", "quant")
         .distinct()
     }
-    count = sum(refresh_group(group, full=True) for group in sorted(groups, key=Group.sort_key))
+    ordered = sorted(groups, key=Group.sort_key)
+    if workers > 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
+        from benchhub.results import rebuild_worker
+
+        tasks = [group.task_args() for group in ordered]
+        count = rebuild_worker.total_in_processes(f"{__name__}.refresh_group_in_full", tasks, workers)
+    else:
+        count = sum(refresh_group(group, full=True) for group in ordered)
     for values in (
         LeaderboardCell.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
     ):
         if Group(*values) not in groups:
             LeaderboardCell.objects.filter(**Group(*values).filter()).delete()
     return count
+
+
+def refresh_group_in_full(task_args: tuple[int, str, int | None, str]) -> int:
+    """One group of `refresh_all_cells` in a worker process."""
+    return refresh_group(Group(*task_args), full=True)

@@ -13,7 +13,8 @@ Those submissions are derived again (a catch-up) once the fresh tables are index
 under the swap's locks, which are held only for the last few and the renames.
 
 A crash before the swap leaves the live tables as they were; the next rebuild drops what the last
-one left (`drop_leftovers`). The swap keeps every name Django gave (tables, indexes, constraints,
+one left (`drop_leftovers`). The swap renames the live tables out of the way; they are dropped after
+it commits, outside its locks. The swap keeps every name Django gave (tables, indexes, constraints,
 identity sequences), so the schema after a rebuild is the one the migrations made.
 """
 
@@ -49,6 +50,7 @@ DERIVED: tuple[type[models.Model], ...] = (
     Measurement,
 )
 SUFFIX = "__fresh"
+RETIRED = "__old"  # the live tables' names between the swap and their drop
 CHANGES = "results_rebuild_changes"
 NOTE_CHANGE = "results_rebuild_note_change"
 # The submission's columns its rows derive from (measurements.SubmissionFacts; its machine's chip and
@@ -76,6 +78,7 @@ def fresh_tables() -> dict[type[models.Model], str]:
 class Index:
     name: str  # Django's
     building_name: str  # on the fresh table until the swap
+    retired_name: str  # on the live table from the swap to its drop
     create: str  # CREATE INDEX on the fresh table
     constraint: str  # "p", "u" for an index that backs a constraint of that kind, else ""
     constraint_suffix: str  # DEFERRABLE ... of that constraint
@@ -135,12 +138,13 @@ def read_layout(cursor: Any) -> Layout:
         [live],
     ).fetchall():
         building = f"{name[:48]}{SUFFIX}_{len(indexes[table])}"
+        retired = f"{name[:48]}{RETIRED}_{len(indexes[table])}"
         head = re.match(r"CREATE (UNIQUE )?INDEX \S+ ON (ONLY )?\S+ USING ", definition)
         if head is None or kind not in ("", "p", "u"):
             raise RebuildRefused(f"Index {name} is of a kind a rebuild cannot copy: {definition}")
         create = f"CREATE {head.group(1) or ''}INDEX {building} ON {fresh[table]} USING {definition[head.end() :]}"
         suffix = (" DEFERRABLE" + (" INITIALLY DEFERRED" if deferred else "")) if deferrable else ""
-        indexes[table].append(Index(name, building, create, kind, suffix))
+        indexes[table].append(Index(name, building, retired, create, kind, suffix))
     foreign_keys = []
     for table, name, definition, referenced in cursor.execute(
         "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid), confrelid::regclass::text "
@@ -164,10 +168,30 @@ def read_layout(cursor: Any) -> Layout:
 
 def drop_leftovers(cursor: Any) -> None:
     """What a rebuild leaves when it stops before the end (a failure, a kill), and what the swap
-    leaves to drop once it has committed: the trigger, the change notes, any fresh tables."""
+    leaves to drop once it has committed: the trigger, the change notes, fresh or retired tables.
+    Each step its own transaction (outside a caller's): dropping a table that references the
+    submissions removes a trigger on them, under a lock that stops their readers too, so those
+    references go first, each in a moment, and the files (seconds to unlink at a million
+    submissions) go without it."""
     with_lock_retries(cursor, lambda: cursor.execute(f"DROP TRIGGER IF EXISTS {NOTE_CHANGE} ON {_SUBMISSIONS}"))
     cursor.execute(f"DROP FUNCTION IF EXISTS {NOTE_CHANGE}()")
-    cursor.execute(f"DROP TABLE IF EXISTS {CHANGES}, {', '.join(reversed(fresh_tables().values()))}")
+    cursor.execute(f"DROP TABLE IF EXISTS {CHANGES}")
+    names = [f"{_live(model)}{ending}" for ending in (SUFFIX, RETIRED) for model in DERIVED]
+    tables = [row[0] for row in cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s)", [names])]
+    if not tables:
+        return
+    for table, constraint in cursor.execute(
+        "SELECT conrelid::regclass::text, conname FROM pg_constraint WHERE contype = 'f' "
+        "AND conrelid = ANY(%s::regclass[]) AND NOT confrelid = ANY(%s::regclass[])",
+        [tables, tables],
+    ).fetchall():
+        with_lock_retries(
+            cursor,
+            lambda table=table, constraint=constraint: cursor.execute(  # type: ignore[misc]
+                f"ALTER TABLE {table} DROP CONSTRAINT {constraint}"
+            ),
+        )
+    cursor.execute(f"DROP TABLE {', '.join(tables)}")
 
 
 def _note_changes_function(body: str) -> str:
@@ -308,18 +332,32 @@ def swap(cursor: Any, layout: Layout, rederive: Rederive, batch: int) -> int:
     # Dropping the trigger here would need a lock that stops the submissions' readers too: it notes
     # nothing from now on, and is dropped after the commit (drop_leftovers).
     cursor.execute(_note_changes_function("RETURN NULL;"))
-    cursor.execute(f"DROP TABLE {', '.join(_live(m) for m in reversed(DERIVED))}")
+    # The live tables are renamed out of the way, not dropped: a drop here would hold the locks
+    # while their files are unlinked, and take one on the submissions that stops their readers.
+    for model in DERIVED:
+        live = _live(model)
+        for index in layout.indexes[live]:
+            cursor.execute(f"ALTER INDEX {index.name} RENAME TO {index.retired_name}")
+        cursor.execute(
+            f"ALTER SEQUENCE {layout.sequences[live]} RENAME TO {sequence_name_of(layout, live)[:50]}{RETIRED}"
+        )
+        cursor.execute(f"ALTER TABLE {live} RENAME TO {live}{RETIRED}")
     for model in DERIVED:
         live, fresh = _live(model), fresh_name(model)
         sequence = cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [fresh]).fetchone()[0]
         cursor.execute(f"ALTER TABLE {fresh} RENAME TO {live}")
-        cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {layout.sequences[live].rpartition('.')[2]}")
+        cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {sequence_name_of(layout, live)}")
         for index in layout.indexes[live]:
             if index.constraint:
                 cursor.execute(f"ALTER TABLE {live} RENAME CONSTRAINT {index.building_name} TO {index.name}")
             else:
                 cursor.execute(f"ALTER INDEX {index.building_name} RENAME TO {index.name}")
     return caught
+
+
+def sequence_name_of(layout: Layout, table: str) -> str:
+    """The identity sequence's own name (the catalogue gives it with its schema)."""
+    return layout.sequences[table].rpartition(".")[2]
 
 
 def with_lock_retries(cursor: Any, take: Callable[[], None]) -> None:

@@ -1,17 +1,31 @@
-"""What each worker process of `rebuild_cells` runs. Apart from results/bulk.py because a spawned
-process imports this module to find the function before Django is set up; setting up here, in the
-task rather than in a pool initializer, makes a failure to start an error the command reports
-instead of a pool that restarts its workers forever."""
+"""Worker processes for `rebuild_cells` (the rows of ranges of submissions, then the cells of
+groups). Apart from the modules whose functions they run because a spawned process imports this
+module to find the function before Django is set up; setting up here, in the task rather than in a
+pool initializer, makes a failure to start an error the command reports instead of a pool that
+restarts its workers forever."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+import importlib
+import multiprocessing
+import os
+from collections.abc import Sequence
+from typing import Any
 
-if TYPE_CHECKING:
-    from benchhub.results.bulk import KeyRange
+
+def total_in_processes(task: str, items: Sequence[Any], workers: int) -> int:
+    """The sum of `task(item)` over `items` (task named "module.function", returning a count), in
+    `workers` spawned processes working on this process's database, each taking one item at a time."""
+    from django.db import connection
+
+    database = {name: connection.settings_dict[name] for name in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchhub.settings")
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return sum(pool.imap_unordered(functools.partial(run, database, task), items))
 
 
-def rebuild_range(database: dict[str, Any], key_range: KeyRange) -> int:
+def run(database: dict[str, Any], task: str, item: Any) -> int:
     import django
     from django.apps import apps
 
@@ -21,6 +35,6 @@ def rebuild_range(database: dict[str, Any], key_range: KeyRange) -> int:
 
         # The parent's database, whatever the settings say (a test run's database has another name).
         connection.settings_dict.update(database)
-    from benchhub.results import bulk
-
-    return bulk.rebuild_range(key_range)
+    module, _, function = task.rpartition(".")
+    result: int = getattr(importlib.import_module(module), function)(item)
+    return result

@@ -37,7 +37,8 @@ class Command(BaseCommand):
             "--workers",
             type=int,
             default=os.cpu_count() or 1,
-            help="worker processes on PostgreSQL (default: one per CPU; 1 works in this process)",
+            help="worker processes on PostgreSQL, for the rows and then the cells (default: one per CPU; 1 works in "
+            "this process)",
         )
 
     def handle(self, *args: Any, chunk: int, workers: int, **options: Any) -> None:
@@ -54,7 +55,7 @@ class Command(BaseCommand):
             LeaderboardCell.objects.update(order_state=None)
             count, steps, caught = self._rebuild_with_the_orm(chunk), {}, ""
         rows_done = time.perf_counter()
-        refreshed = cells.refresh_all_cells()
+        refreshed = cells.refresh_all_cells(workers)
         steps = {**(steps or {"rows": rows_done - started}), "cells": time.perf_counter() - rows_done}
         self.stdout.write(
             f"Rebuilt {count} submission(s) and {refreshed} cell(s) from the raw envelopes ({caught}"

@@ -211,8 +211,10 @@ def rebuild_all(workers: int, chunk: int) -> Rebuilt:
             with contextlib.suppress(DatabaseError, psycopg.Error), connection.cursor() as wrapper:
                 fresh_tables.drop_leftovers(wrapper.cursor)
         raise
+    started = time.perf_counter()
     with connection.cursor() as wrapper:
         fresh_tables.drop_leftovers(wrapper.cursor)
+    rebuilt.seconds["old tables dropped"] = time.perf_counter() - started
     return rebuilt
 
 

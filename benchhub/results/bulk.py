@@ -197,11 +197,11 @@ def rebuild_all(workers: int, chunk: int) -> Rebuilt:
     `workers` processes, index them and swap them in for the live ones (results/fresh_tables.py).
     In this process and its connection when `workers` is 1 or when the caller holds a transaction
     open (other processes could not see what it has not committed)."""
+    with connection.cursor() as wrapper:
+        fresh_tables.drop_leftovers(wrapper.cursor)  # its own transactions (see there)
     with transaction.atomic(), connection.cursor() as wrapper:
-        cursor = wrapper.cursor
-        fresh_tables.drop_leftovers(cursor)
-        layout = fresh_tables.read_layout(cursor)
-        fresh_tables.create(cursor, layout)
+        layout = fresh_tables.read_layout(wrapper.cursor)
+        fresh_tables.create(wrapper.cursor, layout)
     try:
         rebuilt = _fill_and_swap(layout, workers, chunk)
     except BaseException:

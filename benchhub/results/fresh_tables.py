@@ -231,9 +231,9 @@ def create(cursor: Any, layout: Layout) -> None:
 
 
 class Statements:
-    """Runs DDL: on the command's connection inside its transaction (a caller's open transaction, as
-    in the tests, cannot be seen from other connections), else on `parallel` connections of its own,
-    one statement at a time each, in autocommit."""
+    """Runs DDL: on `parallel` connections of its own, one statement at a time each, in autocommit;
+    with one, on the command's connection (always so inside a caller's open transaction, as in the
+    tests: other connections cannot see what it has not committed)."""
 
     def __init__(self, parallel: int) -> None:
         self.parallel = 1 if connection.in_atomic_block else max(1, parallel)

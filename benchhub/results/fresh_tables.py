@@ -58,8 +58,11 @@ NOTE_CHANGE = "results_rebuild_note_change"
 FACT_COLUMNS = ("hidden", "flags", "campaign_id", "contributor_id", "machine_id", "model_file_id")
 # Each statement that needs a lock waits at most this long, then lets go of every lock and tries again:
 # shorter than PostgreSQL's deadlock_timeout (1 s), so a transaction waiting on us is never the one
-# the deadlock check cancels.
+# the deadlock check cancels. One try in 20 waits longer (with_lock_retries): then a cell refresh
+# that reads the measurements and waits to mark its submissions could be cancelled instead; its
+# submissions stay waiting and the sweeper queues them again.
 LOCK_TIMEOUT_MS = 200
+LONG_LOCK_TIMEOUT_MS = 3000
 LOCK_ATTEMPTS = 300
 # Per index build: two builds run at once, so the rebuild holds at most twice this.
 INDEX_BUILD_MEMORY = "256MB"
@@ -362,11 +365,15 @@ def sequence_name_of(layout: Layout, table: str) -> str:
 
 def with_lock_retries(cursor: Any, take: Callable[[], None]) -> None:
     """Run `take`, whose statements wait at most LOCK_TIMEOUT_MS for each lock; on a timeout its
-    savepoint is rolled back, which lets go of the locks it took, and it is tried again."""
+    savepoint is rolled back, which lets go of the locks it took, and it is tried again (for about
+    two minutes in all, then the timeout is the command's error)."""
     for attempt in range(LOCK_ATTEMPTS):
+        # Every so often one wait longer than deadlock_timeout: an autovacuum holding one of the
+        # tables (it can take minutes on the measurements) gives way only to a waiter that old.
+        timeout = LONG_LOCK_TIMEOUT_MS if attempt % 20 == 19 else LOCK_TIMEOUT_MS
         try:
             with transaction.atomic():
-                cursor.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+                cursor.execute(f"SET LOCAL lock_timeout = {timeout}")
                 take()
                 cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
             return

@@ -296,37 +296,57 @@ def test_the_swapped_in_tables_have_every_name_and_definition_the_migrations_mad
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_swap_waits_for_a_reader_without_failing_it_or_itself(
-    api: Api, ada: envelope.Signer, admin_user: Any
+@pytest.mark.parametrize("holder", ["a reader", "a long holder"])
+def test_the_swap_waits_for_a_lock_holder_without_failing_it_or_itself(
+    api: Api, ada: envelope.Signer, admin_user: Any, monkeypatch: pytest.MonkeyPatch, holder: str
 ) -> None:
     """A reader holds the measurements past several of the swap's lock timeouts: the swap lets go
-    and tries again until the reader is done."""
+    and tries again until the reader is done. A holder (as an autovacuum would) past every short
+    try of a shortened budget is outwaited by the longer try among them."""
     expected = ingest_state(api, admin_user)
-    reading, read = threading.Event(), []
+    if holder == "a long holder":
+        monkeypatch.setattr(fresh_tables, "LOCK_ATTEMPTS", 20)  # 19 short tries, then the long one
+        hold = 20 * (fresh_tables.LOCK_TIMEOUT_MS / 1000 + 0.05) + 1.5  # past 20 short tries (pauses included)
+    else:
+        hold = 5 * fresh_tables.LOCK_TIMEOUT_MS / 1000
+    holding, read = threading.Event(), []
 
     def slow_reader() -> None:
         with psycopg.connect(**connection.get_connection_params()) as own:
             read.append(own.execute(f"SELECT count(*) FROM {Measurement._meta.db_table}").fetchone())
-            reading.set()
-            time.sleep(5 * fresh_tables.LOCK_TIMEOUT_MS / 1000)
+            holding.set()
+            time.sleep(hold)
             own.commit()
 
     swap = fresh_tables.swap
 
     def swap_once_the_reader_holds(*args: Any) -> int:
         reader.start()
-        assert reading.wait(30)
+        assert holding.wait(30)
         return swap(*args)
 
     reader = threading.Thread(target=slow_reader)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fresh_tables, "swap", swap_once_the_reader_holds)
-        started = time.perf_counter()
-        call_command("rebuild_cells", workers=1, chunk=5, stdout=io.StringIO())
+    monkeypatch.setattr(fresh_tables, "swap", swap_once_the_reader_holds)
+    started = time.perf_counter()
+    call_command("rebuild_cells", workers=1, chunk=5, stdout=io.StringIO())
     reader.join()
     assert read and read[0][0] > 0
-    assert time.perf_counter() - started > 4 * fresh_tables.LOCK_TIMEOUT_MS / 1000, "it waited for the reader"
+    assert time.perf_counter() - started > hold - 0.5, "it waited for the holder"
     assert snapshot() == expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_holder_past_every_try_fails_the_command_with_a_sentence_and_leaves_the_live_rows(
+    api: Api, ada: envelope.Signer, admin_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = ingest_state(api, admin_user)
+    monkeypatch.setattr(fresh_tables, "LOCK_ATTEMPTS", 2)
+    with psycopg.connect(**connection.get_connection_params()) as own:
+        own.execute(f"LOCK TABLE {Measurement._meta.db_table} IN ACCESS SHARE MODE")
+        with pytest.raises(CommandError, match="held the derived tables through every try"):
+            call_command("rebuild_cells", workers=1, chunk=5, stdout=io.StringIO())
+    assert snapshot() == expected
+    assert fresh_leftovers() == []
 
 
 @pytest.mark.django_db

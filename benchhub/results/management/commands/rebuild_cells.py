@@ -2,6 +2,7 @@ import os
 import time
 from typing import Any
 
+import psycopg
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
@@ -48,6 +49,11 @@ class Command(BaseCommand):
                 rebuilt = bulk.rebuild_all(workers, chunk)
             except fresh_tables.RebuildRefused as error:
                 raise CommandError(str(error)) from None
+            except psycopg.errors.LockNotAvailable:
+                raise CommandError(
+                    "Another session held the derived tables through every try to swap the rebuilt ones in "
+                    "(about two minutes); nothing live was changed, so run it again."
+                ) from None
             count, steps = rebuilt.submissions, rebuilt.seconds
             caught = f"{rebuilt.caught_up} received or changed meanwhile derived again; "
         else:

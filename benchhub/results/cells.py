@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Aggregate, Count, Field, Q, QuerySet, TextField
+from django.db.models import Aggregate, Count, Exists, Field, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from benchhub.results import incremental, stats
 from benchhub.results.incremental import Cell, CellName, CellTotals
-from benchhub.results.models import INCLUDED_IN_CELLS, LeaderboardCell, Measurement, Submission
+from benchhub.results.models import INCLUDED_IN_CELLS, CellKey, LeaderboardCell, Measurement, Submission
 from benchhub.results.models import CellName as CellNameFields
 
 logger = logging.getLogger(__name__)
@@ -96,16 +96,23 @@ class ListAgg(Aggregate):
 
 def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
     """Every cell recomputed from all of its rows, grouped per cell inside the database (one row
-    per cell reaches Python, not one per submission). Rows of submissions that started waiting
-    after `waiting` was read are left out, in the same statement, so that they stay for the next
+    per cell reaches Python, not one per submission): an index-only scan of the group's cell
+    numbers in measurement_cell_key_covering. Rows of submissions that started waiting after
+    `waiting` was read are left out, in the same statement, so that they stay for the next
     refresh and are never counted twice."""
+    names: dict[int, CellName] = {
+        number: (variant, batch_size)
+        for number, variant, batch_size in CellKey.objects.filter(**group.filter()).values_list(
+            "pk", "variant", "batch_size"
+        )
+    }
     late = group.waiting_submissions().exclude(pk__in=waiting).values("pk")
     per_cell = (
-        Measurement.objects.filter(**group.filter())
+        Measurement.objects.filter(cell_key__in=list(names))
         .exclude(excluded_reason=Measurement.Excluded.HIDDEN)
         .exclude(submission__in=late)
         .order_by()
-        .values("variant_name", "batch_size")
+        .values("cell_key")
         .annotate(
             # as text in the database: canonical UUID text on PostgreSQL (stats.Ranked's tie-breaking
             # key), converting millions of UUIDs in Python being most of a full pass's time at 1M
@@ -113,8 +120,8 @@ def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
             # named apart from the columns: the filter's speedup and baseline_tg_tps mean the columns
             **{f"{column}_values": ListAgg(column, filter=INCLUDED_IN_CELLS) for column in stats.COLUMNS},
             contributors=ListAgg("contributor_id", filter=INCLUDED_IN_CELLS),
-            n_correctness=Count("batch_size", filter=Q(excluded_reason=Measurement.Excluded.CORRECTNESS_FAILED)),
-            n_degenerate=Count("batch_size", filter=Q(excluded_reason=Measurement.Excluded.DEGENERATE_OUTPUT)),
+            n_correctness=Count("cell_key", filter=Q(excluded_reason=Measurement.Excluded.CORRECTNESS_FAILED)),
+            n_degenerate=Count("cell_key", filter=Q(excluded_reason=Measurement.Excluded.DEGENERATE_OUTPUT)),
         )
     )
     found: dict[CellName, Cell] = {}
@@ -126,7 +133,7 @@ def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
         totals = CellTotals(
             len(ids), len(set(ListAgg.values(row["contributors"]))), row["n_correctness"], row["n_degenerate"]
         )
-        found[(row["variant_name"], row["batch_size"])] = (totals, stats.order_state(columns) if ids else {})
+        found[names[row["cell_key"]]] = (totals, stats.order_state(columns) if ids else {})
     return found
 
 
@@ -257,9 +264,15 @@ def refresh_all_cells(workers: int = 1) -> int:
     """Recompute every cell in full, taking in every waiting submission, and drop cells that have
     no rows, one group at a time (memory bounded by the largest group, not by the table): in
     `workers` processes on PostgreSQL when the caller holds no transaction open."""
+    # The groups with rows: from the cells' numbers, each probed in the covering index (a distinct
+    # over the measurements would read all of that index, 27 entries a submission).
+    named = Measurement.objects.filter(cell_key=OuterRef("pk"))
     groups = {
         Group(*values)
-        for values in Measurement.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "quant").distinct()
+        for values in CellKey.objects.filter(Exists(named))
+        .order_by()
+        .values_list("campaign_id", "chip", "gpu_cores", "quant")
+        .distinct()
     } | {
         Group(*values)
         for values in Submission.objects.filter(cells_refreshed_at__isnull=True)

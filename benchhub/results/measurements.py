@@ -84,14 +84,17 @@ def measurement_fields(
     """The column values of each Measurement row but its submission and variant keys (the variant
     is named by `variant_name`). `variants` in position order, the baseline first."""
     baseline = variants[0]
-    baseline_samples = samples.get(baseline.name, {})
+    medians = {
+        name: {batch_size: stats.median(values) for batch_size, values in by_size.items() if values}
+        for name, by_size in samples.items()
+    }
+    baseline_medians = medians.get(baseline.name, {})
     rows = []
     for variant in variants:
         reason = exclusion_reason(submission, variant, baseline)
         for batch_size, values in sorted(samples.get(variant.name, {}).items()):
-            tg_tps = stats.median(values)
-            baseline_values = baseline_samples.get(batch_size)
-            baseline_tg = stats.median(baseline_values) if baseline_values else None
+            tg_tps = medians[variant.name][batch_size]
+            baseline_tg = baseline_medians.get(batch_size)
             rows.append(
                 {
                     "campaign_id": submission.campaign_id,
@@ -104,7 +107,7 @@ def measurement_fields(
                     "tg_tps": tg_tps,
                     "baseline_tg_tps": baseline_tg,
                     "speedup": stats.paired_speedup(tg_tps, baseline_tg) if baseline_tg is not None else None,
-                    "spread": stats.spread(values),
+                    "spread": stats.spread(values, tg_tps),
                     "n_reps": len(values),
                     "correctness_status": variant.correctness,
                     "excluded_reason": reason,

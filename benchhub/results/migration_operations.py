@@ -4,25 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.postgres.operations import AddIndexConcurrently
+from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
 from django.db import migrations
 
 
-class AddIndexConcurrentlyOnPostgreSQL(AddIndexConcurrently):
-    """CREATE INDEX CONCURRENTLY on PostgreSQL, where a plain one would block ingest for the
-    minutes it takes at a million submissions; a plain index elsewhere (SQLite)."""
+class _ConcurrentlyOnPostgreSQL:
+    """An index operation CONCURRENTLY on PostgreSQL, where a plain one would block ingest for the
+    minutes it takes at a million submissions; the plain operation elsewhere (SQLite)."""
+
+    plain: Any  # the operation's plain form, whose database methods run off PostgreSQL
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
         if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
+            super().database_forwards(app_label, schema_editor, from_state, to_state)  # type: ignore[misc]
         else:
-            migrations.AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+            self.plain.database_forwards(self, app_label, schema_editor, from_state, to_state)
 
     def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
         if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
+            super().database_backwards(app_label, schema_editor, from_state, to_state)  # type: ignore[misc]
         else:
-            migrations.AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+            self.plain.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class AddIndexConcurrentlyOnPostgreSQL(_ConcurrentlyOnPostgreSQL, AddIndexConcurrently):
+    plain = migrations.AddIndex
+
+
+class RemoveIndexConcurrentlyOnPostgreSQL(_ConcurrentlyOnPostgreSQL, RemoveIndexConcurrently):
+    plain = migrations.RemoveIndex
 
 
 class AlterForeignKeyIndex(migrations.AlterField):

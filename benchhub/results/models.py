@@ -290,8 +290,10 @@ class Measurement(models.Model):
         HIDDEN = "hidden"
         NONSTANDARD_SWEEP = "nonstandard_sweep"
 
-    # No index of their own: measurement_unique leads with the submission, measurement_cell_covering
-    # with the campaign (each single-column index cost ~1 kB a submission and its upkeep at ingest).
+    # No index of their own (each single-column index cost ~1 kB a submission and its upkeep at
+    # ingest): measurement_unique leads with the submission. Nor the campaign: one with submissions
+    # cannot be deleted (they PROTECT it) and so has no measurements to find, and one without costs
+    # its delete's checks a scan of this table (an administrator's rare act).
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements", db_index=False)
     variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -317,12 +319,16 @@ class Measurement(models.Model):
             models.UniqueConstraint(fields=["submission", "variant_name", "batch_size"], name="measurement_unique"),
         )
         indexes = (
-            # A cell refresh reads only these columns of its group: covered, it is an index-only scan
-            # instead of one heap page per submission in the cell's history (docs/performance.md).
+            # A full read of a group's cells takes only these columns of its cells' rows: covered, it
+            # is an index-only scan instead of one heap page per submission in the cells' history.
+            # Keyed by the cell's number alone rather than the six columns naming it: 8 bytes of
+            # fixed-width key instead of ~50 with text and a nullable column, which made building it
+            # at a rebuild its slowest step (docs/performance.md, section 4); and a group's numbers
+            # are a list (= ANY) that PostgreSQL reads in index order only on an index's first column.
             models.Index(
-                fields=["campaign", "chip", "gpu_cores", "quant", "variant_name", "batch_size"],
-                include=["tg_tps", "baseline_tg_tps", "speedup", "contributor", "excluded_reason"],
-                name="measurement_cell_covering",
+                fields=["cell_key"],
+                include=["submission", "tg_tps", "baseline_tg_tps", "speedup", "contributor", "excluded_reason"],
+                name="measurement_cell_key_covering",
             ),
             # The measurements list filtered by chip and quant, newest first, walks this backwards
             # instead of filtering the whole primary key.

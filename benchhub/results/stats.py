@@ -40,9 +40,11 @@ def median(values: Sequence[float]) -> float:
     return median_of(ordered[low - 1], ordered[high - 1])
 
 
-def spread(values: Sequence[float]) -> float:
-    """(max - min) / median: how far repetitions of the same build disagree."""
-    centre = median(values)
+def spread(values: Sequence[float], centre: float | None = None) -> float:
+    """(max - min) / median: how far repetitions of the same build disagree (`centre`: their
+    median, where the caller has it already)."""
+    if centre is None:
+        centre = median(values)
     return (max(values) - min(values)) / centre if centre else 0.0
 
 

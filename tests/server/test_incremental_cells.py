@@ -166,6 +166,35 @@ def test_it_counts_a_contributor_once_whether_stored_or_arriving(api: Api, crowd
     assert snapshot(group) == recomputed_in_full(group)
 
 
+def measurement_scans(statement: str, kept: set[str]) -> list[dict[str, Any]]:
+    """How PostgreSQL would read the measurements for `statement`: the plan's node of each scan.
+    The tables are tiny here, so the planner may prefer any index or none: it is left only the
+    indexes `kept` and the constraints' (the others dropped in the test's transaction, rolled back
+    after), and no sequential or bitmap scan."""
+    table = Measurement._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname NOT IN "
+            "(SELECT conname FROM pg_constraint)",
+            [table],
+        )
+        for (index,) in cursor.fetchall():
+            if index not in kept:
+                cursor.execute(f"DROP INDEX {connection.ops.quote_name(index)}")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statement)
+        (plan,) = cursor.fetchone()
+
+    def scans(node: dict[str, Any]) -> list[dict[str, Any]]:
+        own = [node] if node.get("Relation Name") == table else []
+        return own + [scan for child in node.get("Plans", []) for scan in scans(child)]
+
+    found = scans(plan[0]["Plan"])
+    assert found, plan
+    return found
+
+
 def test_its_lookups_are_probes_of_the_partial_indexes(api: Api, crowd: list[envelope.Signer]) -> None:
     """The planner uses a partial index only where the query implies its condition: a lookup that
     stopped implying INCLUDED_IN_CELLS would scan the group (seconds at a million submissions)."""
@@ -179,30 +208,26 @@ def test_its_lookups_are_probes_of_the_partial_indexes(api: Api, crowd: list[env
     (statement,) = [query["sql"] for query in queries.captured_queries if "CROSS JOIN LATERAL" in query["sql"]]
     probes = {"measurement_order_tg", "measurement_order_baseline", "measurement_order_speedup"}
     probes.add("measurement_cell_contributor")
-    table = Measurement._meta.db_table
-    with connection.cursor() as cursor:
-        # The tables are tiny here, so the planner may prefer any index or none: leave it only the
-        # partial ones (dropped in the test's transaction, rolled back after) and no cheap scan.
-        cursor.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname NOT IN "
-            "(SELECT conname FROM pg_constraint)",
-            [table],
-        )
-        for (index,) in cursor.fetchall():
-            if index not in probes:
-                cursor.execute(f"DROP INDEX {connection.ops.quote_name(index)}")
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN (FORMAT JSON) " + statement)
-        (plan,) = cursor.fetchone()
+    found = measurement_scans(statement, probes)
+    assert {node["Node Type"] for node in found} <= {"Index Scan", "Index Only Scan"}, found
+    assert {node.get("Index Name") for node in found} <= probes, found
 
-    def scans(node: dict[str, Any]) -> list[tuple[str, str | None]]:
-        own = [(node["Node Type"], node.get("Index Name"))] if node.get("Relation Name") == table else []
-        return own + [scan for child in node.get("Plans", []) for scan in scans(child)]
 
-    found = scans(plan[0]["Plan"])
-    assert found, plan
-    assert {node for node, _ in found} <= {"Index Scan", "Index Only Scan"}, found
-    assert {index for _, index in found} <= probes, found
+def test_a_full_read_is_an_index_only_scan_of_its_cell_numbers(api: Api, crowd: list[envelope.Signer]) -> None:
+    """A full read of a group (a new group, moderation, a rebuild's cell pass) takes every row of its
+    cells: it must read them from the covering index alone, by the cells' numbers (one heap page per
+    row at a million submissions otherwise), and so name no column the index lacks."""
+    rng = random.Random(23)
+    for signer in crowd:
+        submit(api, signer, rng)
+    group = cells.Group.of(Submission.objects.order_by("received_at").first())
+    with CaptureQueriesContext(connection) as queries:
+        cells.refresh_group(group, full=True)
+    (statement,) = [query["sql"] for query in queries.captured_queries if "ARRAY_AGG" in query["sql"]]
+    (scan,) = measurement_scans(statement, {"measurement_cell_key_covering"})
+    assert (scan["Node Type"], scan["Index Name"]) == ("Index Only Scan", "measurement_cell_key_covering"), scan
+    # ranges of the index, one per cell, not all of it filtered
+    assert scan["Index Cond"].startswith("(cell_key_id = ANY "), scan
 
 
 def written_rows() -> dict[str, int]:

@@ -153,3 +153,38 @@ def test_0013_drops_the_hash_like_index_and_the_covered_key_index_and_keeps_the_
     taken = Submission.objects.get(pk=first).payload_sha256
     with pytest.raises(IntegrityError, match="submission_payload_unique"), transaction.atomic():
         Submission.objects.filter(pk=second).update(payload_sha256=taken)
+
+
+def measurement_indexes() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'results_measurement'")
+        return dict(cursor.fetchall())
+
+
+def stored_cells() -> list[tuple[Any, ...]]:
+    fields = [f.attname for f in LeaderboardCell._meta.concrete_fields if f.name not in LeaderboardCell.WRITE_MARKS]
+    return list(LeaderboardCell.objects.order_by("pk").values_list(*fields))
+
+
+def test_0014_keys_the_covering_index_by_cell_number_and_goes_back(api: Api, ada: envelope.Signer) -> None:
+    for _ in range(2):
+        assert api.submit(build_payload(), ada).status_code == 201
+    cells.refresh_all_cells()
+    computed = stored_cells()
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("results")[0][1]
+    try:
+        migrate_to("0013_drop_indexes_no_lookup_uses")
+        before = measurement_indexes()
+        assert "measurement_cell_key_covering" not in before
+        migrate_to("0014_measurement_cell_key_covering")
+        after = measurement_indexes()
+        assert set(before) ^ set(after) == {"measurement_cell_covering", "measurement_cell_key_covering"}
+        assert after["measurement_cell_key_covering"].endswith(
+            "(cell_key_id) INCLUDE (submission_id, tg_tps, baseline_tg_tps, speedup, contributor_id, excluded_reason)"
+        )
+        migrate_to("0013_drop_indexes_no_lookup_uses")
+        assert measurement_indexes() == before
+    finally:
+        migrate_to(latest)
+    cells.refresh_all_cells()  # reads every group in full through the new index
+    assert stored_cells() == computed

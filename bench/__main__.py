@@ -8,7 +8,7 @@ refresh   cell refresh per submission (target 2)
 reads     read latencies, EXPLAIN and CSV memory (target 3)
 reads-under-ingest  home page and leaderboard API while cells keep changing, staleness bound 0 and 5 s (target 3)
 storage   bytes per submission (target 5)
-rebuild   manage.py rebuild_cells from the raw envelopes (target 4)
+rebuild   manage.py rebuild_cells from the raw envelopes (target 4; --all-rows: every normalised row)
 agent     the agent's own time on the real CPU end to end, run twice (target 6)
 agent-cold  the same in a fresh agent home: each variant's cold build and the ratio to the first (target 6)
 all       ingest + profile on a small state, then state/ingest/refresh/reads/storage at --size
@@ -90,6 +90,9 @@ def main() -> None:
     parser.add_argument(
         "--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export (~10 min at 1M)"
     )
+    parser.add_argument(
+        "--all-rows", action="store_true", help="rebuild: every normalised row, not only the measurements"
+    )
     options = parser.parse_args()
 
     from bench import agent_costs, ingest, reads, reads_under_ingest, refresh, state, storage, writers
@@ -135,7 +138,7 @@ def main() -> None:
         "reads": lambda: reads.run(options.repeats, explain=True, csv=options.csv),
         "reads-under-ingest": lambda: reads_under_ingest.run(rounds=10, per_round=5),
         "storage": lambda: storage.run(options.database),
-        "rebuild": lambda: refresh.rebuild(options.database),
+        "rebuild": lambda: refresh.rebuild(options.database, options.all_rows),
     }[options.what]()
 
 

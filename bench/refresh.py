@@ -69,14 +69,14 @@ def _group_count() -> int:
     )
 
 
-def rebuild(database_url: str) -> None:
+def rebuild(database_url: str, all_rows: bool = False) -> None:
     from benchhub.results.models import Submission
 
     total = Submission.objects.count()
     started = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     done = subprocess.run(
-        [sys.executable, "manage.py", "rebuild_cells"],
+        [sys.executable, "manage.py", "rebuild_cells", *(["--all-rows"] if all_rows else [])],
         cwd=ROOT,
         env={**os.environ, "DATABASE_URL": database_url},
         capture_output=True,
@@ -84,8 +84,9 @@ def rebuild(database_url: str) -> None:
     )
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    command = "manage.py rebuild_cells" + (" --all-rows" if all_rows else "")
     lines = [
-        f"{total} stored submissions; manage.py rebuild_cells exit {done.returncode}",
+        f"{total} stored submissions; {command} exit {done.returncode}",
         *done.stdout.strip().splitlines()[-3:],
         f"wall {seconds:.0f} s ({total / seconds:.0f} submissions/s); peak RSS {peak / 1024:.0f} MiB"
         + ("" if peak > before else " (no higher than an earlier child's)"),

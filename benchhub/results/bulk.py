@@ -2,7 +2,9 @@
 tables, and on PostgreSQL every submission again from its raw envelope for `manage.py rebuild_cells`
 (the ORM path, `storage.store_many`, serves SQLite).
 
-A rebuild writes into fresh tables that are indexed and swapped in at the end (fresh_tables.py).
+A rebuild writes into fresh tables that are indexed and swapped in at the end (fresh_tables.py):
+the measurements alone (`MEASUREMENTS`, the rows the rules make; the other tables hold what the
+envelope says, normalised, with no rule applied), or with `all_rows` every derived table.
 The submissions are cut into ranges of their primary key, spread over worker processes, each range
 one transaction holding one range in memory at a time. The rows come from `storage.normalised_rows`,
 the derivation the ingest path writes.
@@ -41,6 +43,8 @@ from benchhub.results.models import (
 CATCH_UP_UNDER_LOCK = 200
 # A range of primary keys: lower bound included, upper bound excluded; None is unbounded.
 KeyRange = tuple[UUID | None, UUID | None]
+# What a rebuild writes again unless asked for every row.
+MEASUREMENTS: tuple[type[models.Model], ...] = (Measurement,)
 
 SUBMISSION_FACTS = """
     SELECT s.id, s.hidden, s.flags::text, s.campaign_id, s.contributor_id, m.chip, m.gpu_cores, f.file_type, r.body
@@ -154,37 +158,80 @@ def write_rows(cursor: Any, derived: list[tuple[UUID, storage.NormalisedRows]], 
         table.copy(cursor)
 
 
-def _derive(cursor: Any, where: str, params: dict[str, Any]) -> list[tuple[UUID, storage.NormalisedRows]]:
-    """The normalised rows of the submissions `where` selects, from their raw envelopes."""
-    derived = []
+def _stored(cursor: Any, where: str, params: dict[str, Any]) -> list[tuple[UUID, measurements.SubmissionFacts, Any]]:
+    """The facts and the payload of each submission `where` selects, from its raw envelope."""
+    stored = []
     for submission_id, hidden, flags, campaign, contributor, chip, gpu_cores, quant, body in cursor.execute(
         f"{SUBMISSION_FACTS} {where} ORDER BY s.id", params
     ).fetchall():
         if body is None:
             raise LookupError(f"Submission {submission_id} has no raw envelope to rebuild its rows from.")
         facts = measurements.SubmissionFacts(hidden, json.loads(flags), campaign, contributor, chip, gpu_cores, quant)
-        derived.append((submission_id, storage.normalised_rows(facts, storage.stored_payload(bytes(body)))))
-    return derived
+        stored.append((submission_id, facts, storage.stored_payload(bytes(body))))
+    return stored
 
 
-def rebuild_range(key_range: KeyRange) -> int:
-    """Derive the rows of the submissions in `key_range` into the fresh tables, in one transaction;
-    returns how many submissions."""
-    lower, upper = key_range
-    with transaction.atomic(), connection.cursor() as wrapper:
-        cursor = wrapper.cursor  # psycopg's own cursor: COPY is not part of Django's API
-        derived = _derive(cursor, IN_RANGE, {"lower": lower, "upper": upper})
+def _derive(cursor: Any, where: str, params: dict[str, Any]) -> list[tuple[UUID, storage.NormalisedRows]]:
+    """The normalised rows of the submissions `where` selects, from their raw envelopes."""
+    return [(key, storage.normalised_rows(facts, payload)) for key, facts, payload in _stored(cursor, where, params)]
+
+
+def write_measurements(cursor: Any, stored: list[tuple[UUID, measurements.SubmissionFacts, Any]], into: str) -> None:
+    """COPY the measurement rows of these payloads into the table `into`, each pointing at its
+    submission's stored variant of its name (the live one: a measurements-only rebuild keeps those)."""
+    derived = [(key, storage.measurement_rows(facts, payload)) for key, facts, payload in stored]
+    cell_keys.number_rows(cursor, [fields for _, rows in derived for fields in rows])
+    variant_ids = {
+        (submission_id, name): variant_id
+        for submission_id, name, variant_id in cursor.execute(
+            f"SELECT submission_id, name, id FROM {SubmissionVariant._meta.db_table} WHERE submission_id = ANY(%s)",
+            [[key for key, _ in derived]],
+        ).fetchall()
+    }
+    table = Table(Measurement, ("submission_id", "variant_id"), into)
+    for submission_id, rows in derived:
+        for fields in rows:
+            variant = variant_ids.get((submission_id, fields["variant_name"]))
+            if variant is None:
+                raise LookupError(
+                    f"Submission {submission_id} has no stored variant {fields['variant_name']!r}: "
+                    "rebuild every row (rebuild_cells --all-rows)."
+                )
+            table.add((submission_id, variant), fields)
+    table.copy(cursor)
+
+
+def _write_again(cursor: Any, where: str, params: dict[str, Any], all_rows: bool) -> int:
+    """Derive the submissions `where` selects into the fresh tables; returns how many."""
+    if all_rows:
+        derived = _derive(cursor, where, params)
         write_rows(cursor, derived, fresh_tables.fresh_tables())
         return len(derived)
+    stored = _stored(cursor, where, params)
+    write_measurements(cursor, stored, fresh_tables.fresh_name(Measurement))
+    return len(stored)
 
 
-def rederive(cursor: Any, ids: list[UUID]) -> None:
+def rebuild_range(task: tuple[KeyRange, bool]) -> int:
+    """Derive the rows of the submissions in the key range into the fresh tables (every derived
+    table's when the flag is set, else the measurements), in one transaction; returns how many
+    submissions."""
+    (lower, upper), all_rows = task
+    with transaction.atomic(), connection.cursor() as wrapper:
+        # psycopg's own cursor: COPY is not part of Django's API
+        return _write_again(wrapper.cursor, IN_RANGE, {"lower": lower, "upper": upper}, all_rows)
+
+
+def rederive(cursor: Any, ids: list[UUID], all_rows: bool) -> None:
     """Replace the fresh rows of these submissions with rows derived from what they are now (a
     submission deleted meanwhile keeps none)."""
-    into = fresh_tables.fresh_tables()
-    for statement in _deletes(into):
+    if all_rows:
+        statements = _deletes(fresh_tables.fresh_tables())
+    else:
+        statements = (f"DELETE FROM {fresh_tables.fresh_name(Measurement)} WHERE submission_id = ANY(%s)",)
+    for statement in statements:
         cursor.execute(statement, [ids])
-    write_rows(cursor, _derive(cursor, AMONG, {"ids": ids}), into)
+    _write_again(cursor, AMONG, {"ids": ids}, all_rows)
 
 
 def key_ranges(chunk: int) -> list[KeyRange]:
@@ -206,18 +253,19 @@ class Rebuilt:
     seconds: dict[str, float]  # per step
 
 
-def rebuild_all(workers: int, chunk: int) -> Rebuilt:
-    """Rebuild every submission's rows into fresh tables, `chunk` submissions per transaction in
-    `workers` processes, index them and swap them in for the live ones (results/fresh_tables.py).
+def rebuild_all(workers: int, chunk: int, all_rows: bool = False) -> Rebuilt:
+    """Rebuild every submission's measurements (`all_rows`: every derived row) into fresh tables,
+    `chunk` submissions per transaction in `workers` processes, index them and swap them in for the
+    live ones (results/fresh_tables.py).
     In this process and its connection when `workers` is 1 or when the caller holds a transaction
     open (other processes could not see what it has not committed)."""
     with connection.cursor() as wrapper:
         fresh_tables.drop_leftovers(wrapper.cursor)  # its own transactions (see there)
     with transaction.atomic(), connection.cursor() as wrapper:
-        layout = fresh_tables.read_layout(wrapper.cursor)
+        layout = fresh_tables.read_layout(wrapper.cursor, fresh_tables.DERIVED if all_rows else MEASUREMENTS)
         fresh_tables.create(wrapper.cursor, layout)
     try:
-        rebuilt = _fill_and_swap(layout, workers, chunk)
+        rebuilt = _fill_and_swap(layout, workers, chunk, all_rows)
     except BaseException:
         # Nothing live was changed; what was made for the rebuild goes (or, in a caller's failed
         # transaction, goes with its rollback; after a kill, with the next rebuild's start).
@@ -232,30 +280,31 @@ def rebuild_all(workers: int, chunk: int) -> Rebuilt:
     return rebuilt
 
 
-def _fill_and_swap(layout: fresh_tables.Layout, workers: int, chunk: int) -> Rebuilt:
+def _fill_and_swap(layout: fresh_tables.Layout, workers: int, chunk: int, all_rows: bool) -> Rebuilt:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    ranges = key_ranges(chunk)
+    tasks = [(key_range, all_rows) for key_range in key_ranges(chunk)]
     done = 0
     if workers <= 1 or connection.in_atomic_block:
-        for key_range in ranges:
-            done += rebuild_range(key_range)
+        for task in tasks:
+            done += rebuild_range(task)
     else:
-        done = rebuild_worker.total_in_processes(f"{__name__}.rebuild_range", ranges, workers)
+        done = rebuild_worker.total_in_processes(f"{__name__}.rebuild_range", tasks, workers)
+    again = functools.partial(rederive, all_rows=all_rows)
     seconds["rows"] = time.perf_counter() - started
     seconds |= fresh_tables.build(layout, fresh_tables.Statements(workers))
     started = time.perf_counter()
     caught = 0
     while True:  # until what arrives while one catch-up runs is little enough to do under the locks
         with transaction.atomic(), connection.cursor() as wrapper:
-            taken = fresh_tables.catch_up(wrapper.cursor, rederive, chunk)
+            taken = fresh_tables.catch_up(wrapper.cursor, again, chunk)
         caught += taken
         if taken <= CATCH_UP_UNDER_LOCK:
             break
     seconds["catch-up"] = time.perf_counter() - started
     started = time.perf_counter()
     with transaction.atomic(), connection.cursor() as wrapper:
-        caught += fresh_tables.swap(wrapper.cursor, layout, rederive, chunk)
+        caught += fresh_tables.swap(wrapper.cursor, layout, again, chunk)
         LeaderboardCell.objects.update(order_state=None)  # their elements are other rows now
     seconds["swap"] = time.perf_counter() - started
     return Rebuilt(done, caught, seconds)

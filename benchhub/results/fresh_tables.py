@@ -72,9 +72,9 @@ def fresh_name(model: type[models.Model]) -> str:
     return f"{model._meta.db_table}{SUFFIX}"
 
 
-def fresh_tables() -> dict[type[models.Model], str]:
-    """Where each derived model's rows go during a rebuild."""
-    return {model: fresh_name(model) for model in DERIVED}
+def fresh_tables(rebuilt: tuple[type[models.Model], ...] = DERIVED) -> dict[type[models.Model], str]:
+    """Where each rebuilt model's rows go during a rebuild."""
+    return {model: fresh_name(model) for model in rebuilt}
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,9 @@ class ForeignKey:
 
 @dataclass(frozen=True)
 class Layout:
-    """What the live derived tables have beside their columns, read from the catalogue."""
+    """What the live tables a rebuild writes again have beside their columns, read from the catalogue."""
 
+    rebuilt: tuple[type[models.Model], ...]  # those tables' models, in DERIVED's order
     indexes: dict[str, list[Index]]  # by live table
     foreign_keys: list[ForeignKey]
     sequences: dict[str, str]  # live table: its identity sequence's name
@@ -115,8 +116,11 @@ def _live(model: type[models.Model]) -> str:
     return model._meta.db_table
 
 
-def read_layout(cursor: Any) -> Layout:
-    live = [_live(model) for model in DERIVED]
+def read_layout(cursor: Any, rebuilt: tuple[type[models.Model], ...] = DERIVED) -> Layout:
+    """The layout of the tables of `rebuilt` (DERIVED or some of it). Their references to other
+    tables are kept as they are; another table's reference to one of them is refused."""
+    rebuilt = tuple(model for model in DERIVED if model in rebuilt)
+    live = [_live(model) for model in rebuilt]
     fresh = {name: f"{name}{SUFFIX}" for name in live}
     outside = cursor.execute(
         "SELECT conname, conrelid::regclass::text FROM pg_constraint "
@@ -166,7 +170,7 @@ def read_layout(cursor: Any) -> Layout:
             [live],
         ).fetchall()
     )
-    return Layout(indexes, foreign_keys, sequences, reloptions)
+    return Layout(rebuilt, indexes, foreign_keys, sequences, reloptions)
 
 
 def drop_leftovers(cursor: Any) -> None:
@@ -221,7 +225,7 @@ def create(cursor: Any, layout: Layout) -> None:
             f"ON {_SUBMISSIONS} FOR EACH ROW EXECUTE FUNCTION {NOTE_CHANGE}()"
         ),
     )
-    for model in DERIVED:
+    for model in layout.rebuilt:
         live, fresh = _live(model), fresh_name(model)
         cursor.execute(f"CREATE TABLE {fresh} (LIKE {live} INCLUDING ALL EXCLUDING INDEXES)")
         if layout.reloptions[live]:
@@ -269,12 +273,12 @@ def build(layout: Layout, statements: Statements) -> dict[str, float]:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     # The largest tables' indexes first, so the two connections finish together.
-    statements.run([index.create for model in reversed(DERIVED) for index in layout.indexes[_live(model)]])
+    statements.run([index.create for model in reversed(layout.rebuilt) for index in layout.indexes[_live(model)]])
     seconds["indexes"] = time.perf_counter() - started
     kinds = {"p": "PRIMARY KEY", "u": "UNIQUE"}
     with connection.cursor() as wrapper:
         cursor = wrapper.cursor
-        for model in DERIVED:
+        for model in layout.rebuilt:
             for index in layout.indexes[_live(model)]:
                 if index.constraint:
                     cursor.execute(
@@ -297,7 +301,7 @@ def build(layout: Layout, statements: Statements) -> dict[str, float]:
     # The cell refresh reads measurements by index-only scans, which need the visibility map a VACUUM
     # writes; the others need their statistics. VACUUM cannot run inside a transaction.
     vacuum = "VACUUM (ANALYZE)" if statements.outside_a_transaction else "ANALYZE"
-    statements.run([f"{vacuum if model is Measurement else 'ANALYZE'} {fresh_name(model)}" for model in DERIVED])
+    statements.run([f"{vacuum if model is Measurement else 'ANALYZE'} {fresh_name(model)}" for model in layout.rebuilt])
     seconds["statistics"] = time.perf_counter() - started
     return seconds
 
@@ -325,7 +329,7 @@ def swap(cursor: Any, layout: Layout, rederive: Rederive, batch: int) -> int:
         # The ingest's and the moderators' order: the submission first, then its rows. EXCLUSIVE
         # stops writers of submissions and lets their readers on.
         cursor.execute(f"LOCK TABLE {_SUBMISSIONS} IN EXCLUSIVE MODE")
-        cursor.execute(f"LOCK TABLE {', '.join(_live(m) for m in DERIVED)} IN ACCESS EXCLUSIVE MODE")
+        cursor.execute(f"LOCK TABLE {', '.join(_live(m) for m in layout.rebuilt)} IN ACCESS EXCLUSIVE MODE")
 
     with_lock_retries(cursor, take_locks)
     caught = catch_up(cursor, rederive, batch)
@@ -337,7 +341,7 @@ def swap(cursor: Any, layout: Layout, rederive: Rederive, batch: int) -> int:
     cursor.execute(_note_changes_function("RETURN NULL;"))
     # The live tables are renamed out of the way, not dropped: a drop here would hold the locks
     # while their files are unlinked, and take one on the submissions that stops their readers.
-    for model in DERIVED:
+    for model in layout.rebuilt:
         live = _live(model)
         for index in layout.indexes[live]:
             cursor.execute(f"ALTER INDEX {index.name} RENAME TO {index.retired_name}")
@@ -345,7 +349,7 @@ def swap(cursor: Any, layout: Layout, rederive: Rederive, batch: int) -> int:
             f"ALTER SEQUENCE {layout.sequences[live]} RENAME TO {sequence_name_of(layout, live)[:50]}{RETIRED}"
         )
         cursor.execute(f"ALTER TABLE {live} RENAME TO {live}{RETIRED}")
-    for model in DERIVED:
+    for model in layout.rebuilt:
         live, fresh = _live(model), fresh_name(model)
         sequence = cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [fresh]).fetchone()[0]
         cursor.execute(f"ALTER TABLE {fresh} RENAME TO {live}")

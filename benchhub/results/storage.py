@@ -148,10 +148,13 @@ def normalised_rows(submission: measurements.SubmissionFacts, payload: dict[str,
             )
             for check in payload["generation"]
         ],
-        measurements=measurements.measurement_fields(
-            submission, _variant_facts(payload), _samples(payload["sweep"]["runs"])
-        ),
+        measurements=measurement_rows(submission, payload),
     )
+
+
+def measurement_rows(submission: measurements.SubmissionFacts, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The measurement rows of a payload (NormalisedRows.measurements), each naming its variant."""
+    return measurements.measurement_fields(submission, _variant_facts(payload), _samples(payload["sweep"]["runs"]))
 
 
 def store_many(received: list[tuple[Submission, dict[str, Any]]]) -> None:

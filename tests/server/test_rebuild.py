@@ -122,38 +122,73 @@ def ingest_state(api: Api, admin_user: Any) -> Snapshot:
     return state
 
 
-def damage_the_derived_rows() -> None:
-    """What a rebuild must repair: wrong numbers, missing rows, stale and ghost cells."""
+def damage_the_derived_rows(all_rows: bool = True) -> None:
+    """What a rebuild must repair: wrong numbers, missing rows, stale and ghost cells (and, for a
+    rebuild of every row, missing normalised rows: a rebuild of the measurements derives them from
+    the envelopes, not from those)."""
     Measurement.objects.update(tg_tps=-1.0, excluded_reason="")
-    SweepRow.objects.filter(batch_size=1).delete()
-    GenerationCheck.objects.filter(variant__name="01").delete()
+    Measurement.objects.filter(batch_size=1).delete()
+    if all_rows:
+        SweepRow.objects.filter(batch_size=1).delete()
+        GenerationCheck.objects.filter(variant__name="01").delete()
     LeaderboardCell.objects.update(speedup=-1.0)
     campaign = Submission.objects.values_list("campaign_id", flat=True)[0]
     LeaderboardCell.objects.create(campaign_id=campaign, chip="ghost", quant="Q", variant="x", batch_size=1)
 
 
+def normalised_row_ids() -> dict[str, list[int]]:
+    """The ids of the rows a rebuild of the measurements keeps as they are."""
+    kept = (SubmissionVariant, SweepRun, SweepRow, CorrectnessCheck, GenerationCheck)
+    return {model.__name__: sorted(model.objects.values_list("pk", flat=True)) for model in kept}
+
+
 @pytest.mark.django_db
+@pytest.mark.parametrize("all_rows", [False, True])
 def test_it_rebuilds_exactly_the_rows_and_cells_the_ingest_wrote(
-    api: Api, ada: envelope.Signer, admin_user: Any
+    api: Api, ada: envelope.Signer, admin_user: Any, all_rows: bool
 ) -> None:
     expected = ingest_state(api, admin_user)
-    damage_the_derived_rows()
+    damage_the_derived_rows(all_rows)
     assert snapshot() != expected
+    kept = normalised_row_ids()
 
-    call_command("rebuild_cells", workers=1, chunk=3, stdout=io.StringIO())
+    call_command("rebuild_cells", workers=1, chunk=3, all_rows=all_rows, stdout=io.StringIO())
 
     assert snapshot() == expected
+    assert (normalised_row_ids() == kept) is not all_rows, "rewritten (renumbered) exactly when asked"
     assert Submission.objects.get(hidden=True).measurements.exclude(excluded_reason="hidden").count() == 0
     assert not Submission.objects.filter(cells_refreshed_at__isnull=True).exists()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_rebuilds_the_same_rows_in_worker_processes(api: Api, ada: envelope.Signer, admin_user: Any) -> None:
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_it_rebuilds_the_same_rows_in_worker_processes(
+    api: Api, ada: envelope.Signer, admin_user: Any, all_rows: bool
+) -> None:
     expected = ingest_state(api, admin_user)
-    damage_the_derived_rows()
+    damage_the_derived_rows(all_rows)
 
-    call_command("rebuild_cells", workers=2, chunk=2, stdout=io.StringIO())
+    call_command("rebuild_cells", workers=2, chunk=2, all_rows=all_rows, stdout=io.StringIO())
 
+    assert snapshot() == expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_missing_variant_stops_the_measurements_rebuild_with_a_sentence_and_every_row_repairs_it(
+    api: Api, ada: envelope.Signer, admin_user: Any
+) -> None:
+    expected = ingest_state(api, admin_user)
+    broken = SubmissionVariant.objects.filter(name="01").order_by("pk").first()
+    assert broken is not None
+    broken.delete()  # its measurements, sweep runs and checks go with it
+    damaged = snapshot()
+
+    with pytest.raises(CommandError, match=r"has no stored variant '01'.*--all-rows"):
+        call_command("rebuild_cells", workers=2, chunk=2, stdout=io.StringIO())
+    assert snapshot() == damaged, "the live rows, untouched"
+    assert fresh_leftovers() == []
+
+    call_command("rebuild_cells", workers=2, chunk=2, all_rows=True, stdout=io.StringIO())
     assert snapshot() == expected
 
 
@@ -174,7 +209,7 @@ def test_a_failure_before_the_swap_leaves_the_live_rows_and_a_rerun_repairs_ever
     api: Api, ada: envelope.Signer, admin_user: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = ingest_state(api, admin_user)
-    damage_the_derived_rows()
+    damage_the_derived_rows(all_rows=False)
     damaged = snapshot()
     refused = sorted(Submission.objects.values_list("pk", flat=True))[4]
     create = fresh_tables.create
@@ -201,8 +236,9 @@ def test_a_failure_before_the_swap_leaves_the_live_rows_and_a_rerun_repairs_ever
     assert fresh_leftovers() == [], "dropped on the way out"
     with connection.cursor() as cursor:
         cursor.execute("DROP FUNCTION test_refuse_measurement()")
-        # A run killed before its swap leaves its tables and trigger for the next run to drop.
-        fresh_tables.create(cursor.cursor, fresh_tables.read_layout(cursor.cursor))
+        # A run killed before its swap leaves its tables and trigger for the next run to drop (a run
+        # of every row leaves all six tables).
+        fresh_tables.create(cursor.cursor, fresh_tables.read_layout(cursor.cursor, fresh_tables.DERIVED))
     assert fresh_leftovers()
 
     call_command("rebuild_cells", workers=1, chunk=1, stdout=io.StringIO())
@@ -212,8 +248,9 @@ def test_a_failure_before_the_swap_leaves_the_live_rows_and_a_rerun_repairs_ever
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("meanwhile", ["while indexing", "just before the swap"])
+@pytest.mark.parametrize("all_rows", [False, True])
 def test_submissions_received_and_moderated_during_a_rebuild_keep_their_rows(
-    api: Api, ada: envelope.Signer, admin_user: Any, monkeypatch: pytest.MonkeyPatch, meanwhile: str
+    api: Api, ada: envelope.Signer, admin_user: Any, monkeypatch: pytest.MonkeyPatch, meanwhile: str, all_rows: bool
 ) -> None:
     """Changes after their chunk was derived: caught up before the swap, or under its locks."""
     ingest_state(api, admin_user)
@@ -234,7 +271,7 @@ def test_submissions_received_and_moderated_during_a_rebuild_keep_their_rows(
 
     monkeypatch.setattr(fresh_tables, step, with_changes_first)
     output = io.StringIO()
-    call_command("rebuild_cells", workers=2, chunk=2, stdout=output)
+    call_command("rebuild_cells", workers=2, chunk=2, all_rows=all_rows, stdout=output)
 
     assert snapshot() == expected[0]
     assert "3 received or changed meanwhile derived again" in output.getvalue()
@@ -274,8 +311,9 @@ def schema_of_the_derived_tables() -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("all_rows", [False, True])
 def test_the_swapped_in_tables_have_every_name_and_definition_the_migrations_made(
-    api: Api, ada: envelope.Signer, admin_user: Any
+    api: Api, ada: envelope.Signer, admin_user: Any, all_rows: bool
 ) -> None:
     ingest_state(api, admin_user)
     table = SweepRow._meta.db_table
@@ -284,7 +322,7 @@ def test_the_swapped_in_tables_have_every_name_and_definition_the_migrations_mad
     try:
         before = schema_of_the_derived_tables()
         assert ("table", table, "fillfactor=90", f"public.{table}_id_seq", "", "", "", "") in before
-        call_command("rebuild_cells", workers=2, chunk=3, stdout=io.StringIO())
+        call_command("rebuild_cells", workers=2, chunk=3, all_rows=all_rows, stdout=io.StringIO())
         after = schema_of_the_derived_tables()
     finally:
         with connection.cursor() as cursor:

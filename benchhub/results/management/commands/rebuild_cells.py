@@ -24,12 +24,14 @@ CHUNK = 500
 
 class Command(BaseCommand):
     help = (
-        "Re-derive every submission's normalised rows from its stored raw envelope, then recompute every "
-        "leaderboard cell. Safe to run at any time and to run again after a crash; moderation state (hidden) "
-        "is kept. Works in chunks of submissions, one transaction each, so memory stays bounded whatever the "
-        "table size. On PostgreSQL the chunks are written with COPY by worker processes into fresh tables, "
-        "which are indexed and then swapped in for the live ones under a short lock; the site and the "
-        "ingest keep working meanwhile, and a crash before the swap leaves the live tables as they were."
+        "Re-derive every submission's measurements from its stored raw envelope (with --all-rows, every "
+        "normalised row: variants, sweep runs and rows, checks), then recompute every leaderboard cell. Safe "
+        "to run at any time and to run again after a crash; moderation state (hidden) is kept. Works in "
+        "chunks of submissions, one transaction each, so memory stays bounded whatever the table size. On "
+        "PostgreSQL the chunks are written with COPY by worker processes into fresh tables, which are indexed "
+        "and then swapped in for the live ones under a short lock; the site and the ingest keep working "
+        "meanwhile, and a crash before the swap leaves the live tables as they were. On SQLite every row is "
+        "rewritten in place."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -41,13 +43,19 @@ class Command(BaseCommand):
             help="worker processes on PostgreSQL, for the rows and then the cells (default: one per CPU; 1 works in "
             "this process)",
         )
+        parser.add_argument(
+            "--all-rows",
+            action="store_true",
+            help="write every normalised row again, not only the measurements (the rows the rules make): after a "
+            "change to how an envelope is normalised, or to repair those tables",
+        )
 
-    def handle(self, *args: Any, chunk: int, workers: int, **options: Any) -> None:
+    def handle(self, *args: Any, chunk: int, workers: int, all_rows: bool, **options: Any) -> None:
         started = time.perf_counter()
         if connection.vendor == "postgresql":
             try:
-                rebuilt = bulk.rebuild_all(workers, chunk)
-            except fresh_tables.RebuildRefused as error:
+                rebuilt = bulk.rebuild_all(workers, chunk, all_rows)
+            except (fresh_tables.RebuildRefused, LookupError) as error:  # LookupError: a row to derive from is missing
                 raise CommandError(str(error)) from None
             except psycopg.errors.LockNotAvailable:
                 raise CommandError(

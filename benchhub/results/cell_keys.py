@@ -10,6 +10,7 @@ it) or Django's (which translates them for SQLite).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,9 +36,13 @@ _CREATE = (
 )
 
 
+_NAME_OF = operator.itemgetter(*NAME_COLUMNS)
+
+
 def name_of(row: dict[str, Any]) -> CellName:
     """The cell a measurement row (measurements.measurement_fields) falls in."""
-    return tuple(row[column] for column in NAME_COLUMNS)
+    name: CellName = _NAME_OF(row)
+    return name
 
 
 def numbers(cursor: Any, names: Iterable[CellName]) -> dict[CellName, int]:

@@ -1,6 +1,7 @@
-"""Fresh tables for the PostgreSQL path of `manage.py rebuild_cells`: the derived tables are written
-again, from the raw envelopes, into copies without indexes, which are then indexed, checked and
-swapped in for the live ones.
+"""Fresh tables for the PostgreSQL path of `manage.py rebuild_cells`: the derived tables it
+rebuilds (the measurements, or with --all-rows all of DERIVED) are written again, from the raw
+envelopes, into copies without indexes, which are then indexed, checked and swapped in for the
+live ones.
 
 Writing rows into tables with their indexes in place costs PostgreSQL an index entry per row at a
 random page of each index; at a million submissions that upkeep was 90% of a rebuild's time
@@ -64,7 +65,7 @@ FACT_COLUMNS = ("hidden", "flags", "campaign_id", "contributor_id", "machine_id"
 LOCK_TIMEOUT_MS = 200
 LONG_LOCK_TIMEOUT_MS = 3000
 LOCK_ATTEMPTS = 300
-# Per index build: two builds run at once, so the rebuild holds at most twice this.
+# Per index build: one build runs per worker at once, so the rebuild holds at most that many times this.
 INDEX_BUILD_MEMORY = "256MB"
 
 
@@ -258,7 +259,7 @@ class Statements:
     @staticmethod
     def _run_on_own_connection(statement: str) -> None:
         with psycopg.connect(**connection.get_connection_params(), autocommit=True) as own:
-            # Two builds at once use both cores; PostgreSQL's own parallel workers would be a third.
+            # One build per worker connection keeps the cores busy; PostgreSQL's own parallel workers would add more.
             own.execute(f"SET maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
             own.execute("SET max_parallel_maintenance_workers = 0")
             own.execute(statement)

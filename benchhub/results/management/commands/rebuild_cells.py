@@ -39,9 +39,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--workers",
             type=int,
-            default=os.cpu_count() or 1,
-            help="worker processes on PostgreSQL, for the rows and then the cells (default: one per CPU; 1 works in "
-            "this process)",
+            default=(os.cpu_count() or 1) + 1,
+            help="worker processes on PostgreSQL, for the rows and then the cells (default: one per CPU and one more, "
+            "to use a core while another worker waits on the database; 1 works in this process)",
         )
         parser.add_argument(
             "--all-rows",

@@ -282,6 +282,7 @@ def rebuild_all(workers: int, chunk: int, all_rows: bool = False) -> Rebuilt:
 
 def _fill_and_swap(layout: fresh_tables.Layout, workers: int, chunk: int, all_rows: bool) -> Rebuilt:
     seconds: dict[str, float] = {}
+    again = functools.partial(rederive, all_rows=all_rows)  # what the catch-ups derive
     started = time.perf_counter()
     tasks = [(key_range, all_rows) for key_range in key_ranges(chunk)]
     done = 0
@@ -290,7 +291,6 @@ def _fill_and_swap(layout: fresh_tables.Layout, workers: int, chunk: int, all_ro
             done += rebuild_range(task)
     else:
         done = rebuild_worker.total_in_processes(f"{__name__}.rebuild_range", tasks, workers)
-    again = functools.partial(rederive, all_rows=all_rows)
     seconds["rows"] = time.perf_counter() - started
     seconds |= fresh_tables.build(layout, fresh_tables.Statements(workers))
     started = time.perf_counter()

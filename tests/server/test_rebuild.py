@@ -1,9 +1,9 @@
 """`manage.py rebuild_cells`: the measurements (by default) or every normalised row (--all-rows)
 re-derived from the raw envelopes give exactly the rows and cells the ingest path wrote, on
-PostgreSQL's COPY path (in process and in worker processes) and on SQLite's ORM path. On PostgreSQL the rows go into fresh tables swapped in at the
-end: a failure before the swap leaves the live rows as they were and running again repairs
-everything; submissions received or moderated meanwhile keep their rows; the schema after the swap
-is the one the migrations made."""
+PostgreSQL's COPY path (in process and in worker processes) and on SQLite's ORM path. On
+PostgreSQL the rows go into fresh tables swapped in at the end: a failure before the swap leaves
+the live rows as they were and running again repairs everything; submissions received or moderated
+meanwhile keep their rows; the schema after the swap is the one the migrations made."""
 
 from __future__ import annotations
 

@@ -41,6 +41,14 @@ BACKEND_FLAGS = {
     "cuda": ("-DGGML_CUDA=ON",),
     "cpu": ("-DGGML_METAL=OFF", "-DGGML_CUDA=OFF"),
 }
+# On x86-64 the native build leaves out AMX: the pinned commit's AMX kernels died with an illegal
+# instruction (tileloadd in ggml-cpu/amx/mmq.cpp) in every tool on a Sapphire Rapids machine whose
+# AMX works for a plain program (2026-12-01). Both variants of an A/B are built the same way, so
+# the pair stays fair; explicit -mno- flags win over -march=native whatever their order.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+MACHINE_FLAGS = (
+    (f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}") if platform.machine() in ("x86_64", "AMD64") else ()
+)
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 _STEP_END = re.compile(r"^# exit -?\d+ after ([\d.]+) s$", re.MULTILINE)  # written by _stream
 _COMPILED = re.compile(r"Building \w+ object ")
@@ -54,7 +62,7 @@ class BuildConfig:
 
     @property
     def flags(self) -> list[str]:
-        return [*BASE_FLAGS, *BACKEND_FLAGS[self.backend], *self.extra_flags]
+        return [*BASE_FLAGS, *BACKEND_FLAGS[self.backend], *MACHINE_FLAGS, *self.extra_flags]
 
 
 @dataclass(frozen=True)

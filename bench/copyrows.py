@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from benchhub.results import bulk, flags, measurements, storage
+from benchhub.results import bulk, flags, ingest, measurements, storage
 from benchhub.results.models import RawEnvelope, Submission, time_ordered_uuid
 
 
@@ -81,7 +81,7 @@ def submission_rows(
     submission = {
         "nonce": payload["nonce"],
         "payload_sha256": payload_sha256,
-        "created_at": payload["created_at"],
+        "created_at": ingest.created_at_of(payload["created_at"]),
         "received_at": received_at,
         "status": Submission.Status.FLAGGED.value if submission_flags else Submission.Status.ACCEPTED.value,
         "hidden": False,

@@ -153,7 +153,8 @@ def check_against_campaign(payload: dict[str, Any]) -> Campaign:
     return campaign
 
 
-def _created_at(text: str) -> datetime:
+def created_at_of(text: str) -> datetime:
+    """The payload's created_at as stored (the bench's COPY writer stores it the same way)."""
     try:
         parsed = parse_datetime(text)
     except ValueError:
@@ -178,7 +179,7 @@ def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: 
         quant=payload["model"]["file_type"],
         nonce=payload["nonce"],
         payload_sha256=payload_sha256,
-        created_at=_created_at(payload["created_at"]),
+        created_at=created_at_of(payload["created_at"]),
         status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
         flags=submission_flags,
         is_demo=key.contributor.is_demo,

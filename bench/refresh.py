@@ -74,7 +74,8 @@ def rebuild(database_url: str, all_rows: bool = False) -> None:
 
     total = Submission.objects.count()
     started = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before, cpu_before = children.ru_maxrss, children.ru_utime + children.ru_stime
     done = subprocess.run(
         [sys.executable, "manage.py", "rebuild_cells", *(["--all-rows"] if all_rows else [])],
         cwd=ROOT,
@@ -83,12 +84,14 @@ def rebuild(database_url: str, all_rows: bool = False) -> None:
         text=True,
     )
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak, cpu = children.ru_maxrss, children.ru_utime + children.ru_stime - cpu_before
     command = "manage.py rebuild_cells" + (" --all-rows" if all_rows else "")
     lines = [
         f"{total} stored submissions; {command} exit {done.returncode}",
         *done.stdout.strip().splitlines()[-3:],
-        f"wall {seconds:.0f} s ({total / seconds:.0f} submissions/s); peak RSS {peak / 1024:.0f} MiB"
+        f"wall {seconds:.0f} s ({total / seconds:.0f} submissions/s); CPU of the command and its workers "
+        f"{cpu:.0f} s; peak RSS {peak / 1024:.0f} MiB"
         + ("" if peak > before else " (no higher than an earlier child's)"),
     ]
     if done.returncode:

@@ -2,8 +2,9 @@
 from the pinned source tarball), each run twice with the same inputs.
 
 `agent` runs on the e2e's IQ2_XXS model in the e2e's agent home, whose build cache the e2e test filled.
-Tool time is read from the run's tool logs: a tool's `.cmd` is written just before it starts and its
-`.stdout`/`.stderr` last change when it ends; the agent's own time is the rest of the wall time.
+What the run waited on is read from its logs: the agent ends each tool's `.cmd` and each cmake step in a
+build log with the seconds it waited for that process (`tools.exit_line`); the agent's own time is the
+rest of the wall time, Python's start included.
 
 `agent-cold` runs in a fresh, empty agent home (a temporary directory) on Gemma 3 270M Q4_K_M, so the
 first run extracts the source and builds every variant from nothing, and the second shows what the same
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchhub_agent import build
+from benchhub_agent import build, tools
 
 from bench.figures import report
 
@@ -36,24 +37,20 @@ TARBALL = FIXTURES / "llama.cpp-0c1e570.tar.gz"
 # The agent's progress: a variant's note once the binaries are ready, and the stage after the builds.
 VARIANT_DONE = re.compile(r"^  (\S+): (built|cached, nothing built) -> ")
 AFTER_BUILDS = "Reading the machine"
+FIRST_TOOL = "Correctness"  # the stage that runs test-backend-ops, the first llama.cpp tool
 
 
 @dataclass(frozen=True)
 class AgentRun:
-    started_at: float  # wall clock, comparable with the tool logs' mtimes
     wall: float
     lines: list[tuple[float, str]]  # stderr lines, each with the seconds since the start
     run_dir: Path
 
 
-def _tool_seconds(logs: Path) -> tuple[float, int]:
-    total, count = 0.0, 0
-    for command in logs.glob("*.cmd"):
-        outputs = [command.with_suffix(suffix) for suffix in (".stdout", ".stderr")]
-        ended = max((path.stat().st_mtime for path in outputs if path.exists()), default=command.stat().st_mtime)
-        total += ended - command.stat().st_mtime
-        count += 1
-    return total, count
+def _waited(logs: Path, pattern: str) -> tuple[float, int]:
+    """The seconds the agent waited on the processes whose logs match, and how many logs."""
+    paths = list(logs.glob(pattern))
+    return sum(tools.waited_seconds(path.read_text(errors="replace")) for path in paths), len(paths)
 
 
 def _run_once(agent_home: Path, model: Path) -> AgentRun:
@@ -64,7 +61,6 @@ def _run_once(agent_home: Path, model: Path) -> AgentRun:
     before = set(results.glob("*")) if results.exists() else set()
     args = [agent, "run", str(model), "--llama-src", str(TARBALL), "--backend", "cpu", "--batch-sizes", "1,2"]
     args += ["--reps", "1", "--max-reps", "1", "--gen-tokens", "32", "--no-upload", "--yes", "--json"]
-    started_at = time.time()
     started = time.monotonic()
     lines: list[tuple[float, str]] = []
     process = subprocess.Popen(
@@ -88,27 +84,25 @@ def _run_once(agent_home: Path, model: Path) -> AgentRun:
     if process.returncode:
         raise RuntimeError(f"agent exited {process.returncode}: {lines[-5:]}")
     (run_dir,) = set(results.glob("*")) - before
-    return AgentRun(started_at, wall, lines, run_dir)
+    return AgentRun(wall, lines, run_dir)
 
 
 def _when(run: AgentRun, prefix: str) -> float:
     return next(seconds for seconds, text in run.lines if text.startswith(prefix))
 
 
-def _own_time(run: AgentRun, index: int, builds: float = 0.0) -> list[str]:
-    """The agent's own time: the wall time less the llama.cpp tools and cmake's build seconds."""
-    tools, count = _tool_seconds(run.run_dir / "logs")
-    own = run.wall - tools - builds
+def _own_time(run: AgentRun, index: int) -> list[str]:
+    """The agent's own time: the wall time less the llama.cpp tools and cmake's build steps it waited on."""
+    tool_seconds, count = _waited(run.run_dir / "logs", "*.cmd")
+    builds, _ = _waited(run.run_dir / "logs", "build-*.log")
+    own = run.wall - tool_seconds - builds
     built = f", cmake {builds:.1f} s" if builds else ""
     lines = [
-        f"run {index}: wall {run.wall:.1f} s, {count} llama.cpp tool runs {tools:.1f} s{built}, "
-        f"agent's own {own:.1f} s = {100 * own / run.wall:.1f}% of the run"
+        f"run {index}: wall {run.wall:.2f} s, {count} llama.cpp tool runs {tool_seconds:.2f} s{built}, "
+        f"agent's own {own:.2f} s = {100 * own / run.wall:.2f}% of the run"
     ]
-    first_tool = min((path.stat().st_mtime for path in (run.run_dir / "logs").glob("*.cmd")), default=None)
-    if first_tool is not None:
-        lines.append(
-            f"  until the first tool starts (machine, model, source, build): {first_tool - run.started_at:.1f} s"
-        )
+    first_tool = _when(run, FIRST_TOOL)
+    lines.append(f"  until the first tool starts (model, campaign, source, build, machine): {first_tool:.2f} s")
     return lines
 
 
@@ -122,9 +116,9 @@ def run(times: int = 2) -> None:
     report("agent costs (issue 6 target 6)", lines_out)
 
 
-def _build_lines(agent_run: AgentRun) -> tuple[list[str], float]:
+def _build_lines(agent_run: AgentRun) -> list[str]:
     """Each built variant's cmake seconds from its build log, against the first; the source step and the
-    whole source-and-build stage from the agent's progress lines. Returns the lines and the cmake seconds."""
+    whole source-and-build stage from the agent's progress lines."""
     source_started = _when(agent_run, "Source: ")
     builds_started = _when(agent_run, "Building for ")
     builds_ended = _when(agent_run, AFTER_BUILDS)
@@ -135,7 +129,6 @@ def _build_lines(agent_run: AgentRun) -> tuple[list[str], float]:
     logs = agent_run.run_dir / "logs"
     variants = [match.group(1, 2) for _, text in agent_run.lines if (match := VARIANT_DONE.match(text))]
     first: float | None = None
-    total = 0.0
     for variant, outcome in variants:
         log = logs / f"build-{variant}.log"
         if not log.exists():
@@ -144,12 +137,11 @@ def _build_lines(agent_run: AgentRun) -> tuple[list[str], float]:
         spent = build.summarize_build_log(log)
         share = "" if first is None else f" = {spent.seconds / first:.1%} of the first"
         first = spent.seconds if first is None else first
-        total += spent.seconds
         lines.append(
             f"  {variant}: {outcome}, cmake {spent.seconds:.1f} s{share} "
             f"({spent.compiled} objects compiled, {spent.linked} executables linked)"
         )
-    return lines, total
+    return lines
 
 
 def run_cold(times: int = 2) -> None:
@@ -158,9 +150,9 @@ def run_cold(times: int = 2) -> None:
         agent_home = Path(folder)
         for index in range(times):
             agent_run = _run_once(agent_home, FETCHED_MODEL)
-            build_lines, cmake_seconds = _build_lines(agent_run)
+            build_lines = _build_lines(agent_run)
             lines_out = [
                 f"benchhub-agent run {FETCHED_MODEL.name} --backend cpu --batch-sizes 1,2 --reps 1, home {agent_home}"
             ]
-            lines_out += [*_own_time(agent_run, index + 1, cmake_seconds), *build_lines]
+            lines_out += [*_own_time(agent_run, index + 1), *build_lines]
             report(f"agent cold build, run {index + 1} of {times} in a fresh home (issue 6 target 6)", lines_out)

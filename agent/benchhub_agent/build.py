@@ -25,7 +25,7 @@ from .campaign import Variant
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
 from .source import WorkTree, locked
-from .tools import parse_version
+from .tools import exit_line, parse_version, waited_seconds
 
 TOOLS = ("llama-batched-bench", "test-backend-ops", "llama-completion")
 BASE_FLAGS = (
@@ -50,7 +50,6 @@ MACHINE_FLAGS = (
     (f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}") if platform.machine() in ("x86_64", "AMD64") else ()
 )
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
-_STEP_END = re.compile(r"^# exit -?\d+ after ([\d.]+) s$", re.MULTILINE)  # written by _stream
 _COMPILED = re.compile(r"Building \w+ object ")
 _LINKED = re.compile(r"Linking \w+ executable ")
 
@@ -104,7 +103,7 @@ def summarize_build_log(log: Path) -> BuildLogSummary:
     (or its commit) change."""
     text = log.read_text(errors="replace")
     return BuildLogSummary(
-        seconds=sum(float(seconds) for seconds in _STEP_END.findall(text)),
+        seconds=waited_seconds(text),
         compiled=len(_COMPILED.findall(text)),
         linked=len(_LINKED.findall(text)),
     )
@@ -127,7 +126,7 @@ def _stream(args: list[str], log: Path, on_line: Callable[[str], None]) -> int:
                 out.write(line)
                 on_line(line)
             code = process.wait()
-            out.write(f"# exit {code} after {time.monotonic() - started:.1f} s\n")  # read by summarize_build_log
+            out.write(exit_line(code, time.monotonic() - started))  # read by summarize_build_log
             return code
         except BaseException:
             process.kill()

@@ -21,6 +21,18 @@ from typing import Any
 from .errors import AgentError, ExitCode
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+# How long a process the agent waited on took, written into its log when it ends (a tool's `.cmd`, a
+# variant's build log): what the run spent waiting on llama.cpp and cmake, the rest is the agent's own.
+_EXIT_LINE = re.compile(r"^# exit -?\d+ after ([\d.]+) s$", re.MULTILINE)
+
+
+def exit_line(code: int, seconds: float) -> str:
+    return f"# exit {code} after {seconds:.3f} s\n"
+
+
+def waited_seconds(log_text: str) -> float:
+    """The seconds of every process a log says the agent waited on (its `exit_line`s)."""
+    return sum(float(seconds) for seconds in _EXIT_LINE.findall(log_text))
 
 
 @dataclass(frozen=True)
@@ -40,14 +52,16 @@ def run_tool(
     timeout: float | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> ToolRun:
-    """Run one tool with its output kept next to the result (`<stem>.stdout/.stderr/.cmd`).
+    """Run one tool with its output kept next to the result (`<stem>.stdout/.stderr/.cmd`); the `.cmd`
+    ends with the tool's `exit_line` once it is over.
 
     The child runs in its own session so that a Ctrl-C reaches the agent, which then ends the child
     itself and re-raises: no orphan keeps the GPU busy after the agent is gone."""
     log_stem.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, **(env or {})}
     env_prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted((env or {}).items()))
-    Path(f"{log_stem}.cmd").write_text(f"{env_prefix} {shlex.join(args)}".strip() + "\n")
+    command_log = Path(f"{log_stem}.cmd")
+    command_log.write_text(f"{env_prefix} {shlex.join(args)}".strip() + "\n")
     started = time.monotonic()
     try:
         with (
@@ -71,10 +85,13 @@ def run_tool(
         raise AgentError(ExitCode.MISSING_TOOL, f"{args[0]} is not there: {error.strerror}.") from error
     except subprocess.TimeoutExpired:
         code = 128 + signal.SIGKILL
+    seconds = time.monotonic() - started
+    exit_code = 128 - code if code < 0 else code
+    with command_log.open("a") as log:
+        log.write(exit_line(exit_code, seconds))
     stdout = Path(f"{log_stem}.stdout").read_text(errors="replace")
     stderr = Path(f"{log_stem}.stderr").read_text(errors="replace")
-    exit_code = 128 - code if code < 0 else code
-    return ToolRun(tuple(args), exit_code, stdout, stderr, time.monotonic() - started, log_stem)
+    return ToolRun(tuple(args), exit_code, stdout, stderr, seconds, log_stem)
 
 
 def parse_batched_bench_jsonl(stdout: str) -> list[dict[str, Any]]:

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import keys, outbox, result
+from benchhub_agent import keys, outbox, result, schema
 from benchhub_agent.cli import main
 from benchhub_agent.dirs import home
 from benchhub_agent.errors import ExitCode
@@ -123,3 +125,19 @@ def test_it_turns_a_bug_into_one_sentence_and_a_crash_log(monkeypatch: pytest.Mo
     assert answer.exit_code == ExitCode.FAILURE
     assert "unexpected RuntimeError: boom" in answer.output and "Traceback" not in answer.output
     assert "RuntimeError: boom" in (home().data / "crash.log").read_text()
+
+
+def test_it_starts_without_the_imports_it_does_not_need_on_a_run() -> None:
+    """numpy (gguf's reader, which the agent does not use) and jsonschema (which only words a refusal)
+    were half of the agent's 0.6 s start-up (issue 6, target 6)."""
+    script = "import sys, benchhub_agent.cli; print(sorted({'numpy', 'jsonschema'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_it_still_words_a_refusal_with_the_field_at_fault() -> None:
+    payload = build_payload()
+    payload["sweep"]["batch_sizes"] = "1,2"
+    with pytest.raises(schema.SchemaViolation) as caught:
+        schema.validate_submission(payload)
+    assert caught.value.field == "sweep.batch_sizes"

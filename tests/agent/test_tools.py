@@ -12,6 +12,7 @@ from benchhub_agent.tools import (
     parse_test_backend_ops,
     parse_version,
     run_tool,
+    waited_seconds,
 )
 
 Recorded = Callable[[str], str]
@@ -112,7 +113,18 @@ def test_it_runs_a_tool_keeping_its_logs_and_the_exit_code_of_an_abort(tmp_path:
     assert run.exit_code == 134
     assert run.stdout == "row\n"
     assert (tmp_path / "logs" / "abort.stderr").read_text() == "boom"
-    assert "X_TEST=1" in (tmp_path / "logs" / "abort.cmd").read_text()
+    command_log = (tmp_path / "logs" / "abort.cmd").read_text()
+    assert "X_TEST=1" in command_log
+    # The log says how long the agent waited on the tool, the figure its own time is measured against.
+    assert command_log.splitlines()[-1] == f"# exit 134 after {run.seconds:.3f} s"
+    assert waited_seconds(command_log) == pytest.approx(run.seconds, abs=0.001)
+    assert 0 < run.seconds < 60
+
+
+def test_it_adds_up_the_waits_a_log_records() -> None:
+    log = "$ cmake -S a -B b\n# exit 0 after 2.5 s\n[ 50%] Building\n# exit -9 after 0.250 s\n# exit 0 after x s\n"
+    assert waited_seconds(log) == 2.75
+    assert waited_seconds("no exit lines") == 0
 
 
 def test_it_names_a_missing_binary(tmp_path: Path) -> None:

@@ -6,10 +6,11 @@ import hashlib
 import importlib.util
 import json
 import math
+import mmap
 import struct
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import Any
 
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
@@ -54,24 +55,38 @@ _STRING, _ARRAY = 8, 9
 
 
 class _Header:
-    """A GGUF header read straight from the file. gguf's GGUFReader builds an object per array element,
-    which takes half a minute for a 262k-token vocabulary; here arrays nobody needs are skipped."""
+    """A GGUF header parsed from the file mapped into memory (only the pages read are loaded). gguf's
+    GGUFReader builds an object per array element, which takes half a minute for a 262k-token
+    vocabulary; here arrays nobody needs are skipped, a string array by its lengths alone."""
 
-    def __init__(self, handle: BinaryIO) -> None:
-        self.handle = handle
+    def __init__(self, data: mmap.mmap) -> None:
+        self.data = data
+        self.offset = 0
 
     def unpack(self, fmt: str) -> Any:
-        size = struct.calcsize(fmt)
-        data = self.handle.read(size)
-        if len(data) != size:
+        value = struct.unpack_from(fmt, self.data, self.offset)[0]  # struct.error past the end
+        self.offset += struct.calcsize(fmt)
+        return value
+
+    def skip(self, size: int) -> None:
+        self.offset += size
+        if self.offset > len(self.data):
             raise ValueError("the header ends early")
-        return struct.unpack(fmt, data)[0]
 
     def string(self) -> str:
         length = self.unpack("<Q")
         if length > 1 << 24:
             raise ValueError("a string longer than 16 MiB")
-        return self.handle.read(length).decode("utf-8", errors="replace")
+        start = self.offset
+        self.skip(length)
+        return self.data[start : self.offset].decode("utf-8", errors="replace")
+
+    def skip_strings(self, count: int) -> None:
+        data, offset, unpack_from = self.data, self.offset, struct.unpack_from
+        for _ in range(count):
+            offset += 8 + unpack_from("<Q", data, offset)[0]
+        self.offset = offset
+        self.skip(0)
 
     def value(self, kind: int) -> Any:
         if kind in _SCALARS:
@@ -81,7 +96,9 @@ class _Header:
         if kind == _ARRAY:
             element, count = self.unpack("<I"), self.unpack("<Q")
             if element in _SCALARS:
-                self.handle.seek(struct.calcsize(_SCALARS[element]) * count, 1)
+                self.skip(struct.calcsize(_SCALARS[element]) * count)
+            elif element == _STRING:
+                self.skip_strings(count)
             else:
                 for _ in range(count):
                     self.value(element)
@@ -95,23 +112,25 @@ def read_gguf(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise _bad(path, "does not exist or is not a file")
     size = path.stat().st_size
-    with path.open("rb", buffering=1 << 20) as handle:
+    with path.open("rb") as handle:
         if handle.read(4) != GGUF_MAGIC:
             raise _bad(path, "is not a GGUF file (it does not start with the GGUF magic)")
-        header = _Header(handle)
         try:
-            header.unpack("<I")  # version
-            n_tensors, n_kv = header.unpack("<Q"), header.unpack("<Q")
-            fields = {}
-            for _ in range(n_kv):
-                key = header.string()
-                fields[key] = header.value(header.unpack("<I"))
-            tensors = []
-            for _ in range(n_tensors):
-                header.string()
-                dims = [header.unpack("<Q") for _ in range(header.unpack("<I"))]
-                tensors.append((dims, header.unpack("<I"), header.unpack("<Q")))
-            header_end = handle.tell()
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                header = _Header(data)
+                header.skip(4)  # the magic
+                header.unpack("<I")  # version
+                n_tensors, n_kv = header.unpack("<Q"), header.unpack("<Q")
+                fields = {}
+                for _ in range(n_kv):
+                    key = header.string()
+                    fields[key] = header.value(header.unpack("<I"))
+                tensors = []
+                for _ in range(n_tensors):
+                    header.string()
+                    dims = [header.unpack("<Q") for _ in range(header.unpack("<I"))]
+                    tensors.append((dims, header.unpack("<I"), header.unpack("<Q")))
+                header_end = header.offset
         except (ValueError, struct.error, OSError) as error:
             raise _bad(path, f"is not a readable GGUF file ({error})") from error
     architecture = fields.get("general.architecture")

@@ -58,6 +58,22 @@ def test_it_refuses_a_copy_cut_inside_its_header(tmp_path: Path) -> None:
 
 
 @needs_gemma
+def test_it_refuses_a_copy_cut_anywhere_in_its_header_with_the_same_clear_error(tmp_path: Path) -> None:
+    """Cuts inside the magic, the counts, a key, the 262k-token vocabulary (skipped by its lengths
+    alone) and the tensor list: each is a BAD_MODEL refusal, never an unhandled exception."""
+    with GEMMA.open("rb") as source:
+        header = source.read(6_600_000)  # the header ends at 6,525,112 bytes
+    cut = tmp_path / "cut.gguf"
+    # magic, version, counts, a key, tokens (to 4.41 MB), scores, token types, the tensor list, the data
+    for size in (4, 10, 23, 40, 1_000, 1_000_000, 4_000_000, 5_000_000, 6_000_000, 6_515_000, 6_600_000):
+        cut.write_bytes(header[:size])
+        with pytest.raises(AgentError) as caught:
+            model.read_gguf(cut)
+        assert caught.value.code == ExitCode.BAD_MODEL, size
+        assert "not a readable GGUF file" in caught.value.message or "is truncated" in caught.value.message, size
+
+
+@needs_gemma
 def test_it_refuses_a_truncated_copy(tmp_path: Path) -> None:
     cut = tmp_path / "cut.gguf"
     with GEMMA.open("rb") as source, cut.open("wb") as target:

@@ -12,6 +12,7 @@ from typing import Any
 
 from benchhub_agent import envelope, schema
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from benchhub.accounts.errors import IngestError
@@ -104,19 +105,18 @@ def _refuse_nul(value: Any, path: str) -> None:
 
 
 def _previous(key: PublicKey, nonce: str, payload_sha256: str) -> IngestResult | None:
-    """The stored answer to a retry; a refusal when the nonce or the payload bytes were used otherwise."""
-    stored = Submission.objects.filter(key=key, nonce=nonce).only("id", "status", "payload_sha256").first()
+    """The stored answer to a retry; a refusal when the nonce or the payload bytes were used otherwise.
+    One query for both unique keys, (key, nonce) and the payload's hash: at most two rows."""
+    fields = ("id", "status", "key", "nonce", "payload_sha256")
+    same = Q(key=key, nonce=nonce) | Q(payload_sha256=payload_sha256)
+    found = list(Submission.objects.filter(same).only(*fields).order_by()[:2])
+    stored = next((row for row in found if row.key_id == key.pk and row.nonce == nonce), None)
     if stored is None:
-        fields = ("id", "status", "key", "nonce", "payload_sha256")
-        replayed = Submission.objects.filter(payload_sha256=payload_sha256).only(*fields).first()
-        if replayed is None:
+        if not found:
             return None
-        if replayed.key_id != key.pk or replayed.nonce != nonce:
-            raise IngestError(
-                409, "payload_replayed", "These payload bytes were already submitted under another key.", "payload"
-            )
-        # A racing identical request committed between our two reads: this is a retry, not a replay.
-        stored = replayed
+        raise IngestError(
+            409, "payload_replayed", "These payload bytes were already submitted under another key.", "payload"
+        )
     if stored.payload_sha256 != payload_sha256:
         raise IngestError(409, "nonce_reused", "This key already used this nonce for a different payload.", "nonce")
     return IngestResult(str(stored.id), stored.status, created=False)

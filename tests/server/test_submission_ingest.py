@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from benchhub_agent import envelope
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from benchhub.accounts.models import PublicKey
 from benchhub.results.models import (
@@ -63,6 +65,23 @@ def test_it_refuses_a_reused_nonce_with_different_bytes(api: Api, ada: envelope.
     assert response.status_code == 409
     assert response.json()["error"] == "nonce_reused"
     assert Submission.objects.count() == 1
+
+
+def test_it_looks_for_a_retry_or_a_replay_in_one_query(api: Api, ada: envelope.Signer) -> None:
+    """Both unique keys, (key, nonce) and the payload's hash, are read together (issue 6: a round trip
+    less on every new submission)."""
+
+    def by_nonce_or_hash(sql: str) -> bool:
+        where = sql.partition(" WHERE ")[2]
+        return sql.startswith("SELECT") and any(
+            f'"results_submission"."{column}" = ' in where for column in ("nonce", "payload_sha256")
+        )
+
+    body = submission_envelope(build_payload(), ada)
+    for expected_status in (201, 200):  # the new submission, then its retry
+        with CaptureQueriesContext(connection) as queries:
+            assert api.post(Api.submissions, body).status_code == expected_status
+        assert len([query for query in queries if by_nonce_or_hash(query["sql"])]) == 1
 
 
 def test_it_lets_two_keys_use_the_same_nonce(api: Api, ada: envelope.Signer) -> None:

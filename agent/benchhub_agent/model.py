@@ -55,7 +55,8 @@ _STRING, _ARRAY = 8, 9
 
 
 class _Header:
-    """A GGUF header parsed from the file mapped into memory (only the pages read are loaded). gguf's
+    """A GGUF header parsed from the file mapped into memory (only the pages read are loaded; llama.cpp
+    maps the same file to run it, so a model it can run can be mapped). gguf's
     GGUFReader builds an object per array element, which takes half a minute for a 262k-token
     vocabulary; here arrays nobody needs are skipped, a string array by its lengths alone."""
 

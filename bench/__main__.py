@@ -11,7 +11,11 @@ storage   bytes per submission (target 5)
 rebuild   manage.py rebuild_cells from the raw envelopes (target 4; --all-rows: every normalised row)
 agent     the agent's own time on the real CPU end to end, run twice (target 6)
 agent-cold  the same in a fresh agent home: each variant's cold build and the ratio to the first (target 6)
-all       ingest + profile on a small state, then state/ingest/refresh/reads/storage at --size
+growth    ingest and refresh on bh_perf_1k and on --database, alternating 1k, large, large, 1k (target 2)
+all       both states, growth between them, profile at 1k, reads and storage at --size
+
+Django reads its database once per process: every step of `growth` and `all` is a `python -m bench`
+process of its own.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ VERBS = (
     "rebuild",
     "agent",
     "agent-cold",
+    "growth",
     "all",
 )
+SMALL = f"{HOST}/bh_perf_1k"
+_configured_for: str | None = None
 
 
 def ensure_database(url: str) -> None:
@@ -54,7 +61,17 @@ def ensure_database(url: str) -> None:
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True, env=environment)
 
 
+def claim_database(database: str) -> None:
+    """One database per process: Django reads DATABASE_URL once, so a second one would be ignored and
+    the step would measure the first (how `all` once read the large state's figures off the 1k one)."""
+    global _configured_for
+    if _configured_for not in (None, database):
+        raise RuntimeError(f"this process measures {_configured_for}; run {database} as its own python -m bench")
+    _configured_for = database
+
+
 def _setup(database: str, redis: str) -> None:
+    claim_database(database)
     os.environ["DJANGO_STATIC_ROOT"] = STATIC_ROOT
     os.environ["DATABASE_URL"] = database
     os.environ["REDIS_URL"] = redis
@@ -74,7 +91,31 @@ def _setup(database: str, redis: str) -> None:
     ingest.campaign_ready()
 
 
-def main() -> None:
+def steps(options: argparse.Namespace) -> list[list[str]]:
+    """The `python -m bench` runs that `growth` (or `all`) is made of, in order."""
+    large = options.database if options.what == "growth" else f"{HOST}/bh_perf_{options.size // 1000}k"
+    passed = ["--redis", options.redis, "--rounds", str(options.rounds), "--per-round", str(options.per_round)]
+    passed += ["--clients", str(options.clients), "--web-workers", str(options.web_workers)]
+    passed += ["--repeats", str(options.repeats), *([] if options.csv else ["--no-csv"])]
+
+    def step(verb: str, database: str, *extra: str) -> list[str]:
+        return [verb, "--database", database, *extra, *passed]
+
+    # Alternating, so the two states see the same machine: the growth figures are the two medians.
+    growth = [step(verb, database) for database in (SMALL, large, large, SMALL) for verb in ("ingest", "refresh")]
+    if options.what == "growth":
+        return growth
+    return [
+        step("state", SMALL, "--size", "1000"),
+        step("state", large, "--size", str(options.size)),
+        *growth,
+        step("profile", SMALL),
+        step("reads", large),
+        step("storage", large),
+    ]
+
+
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -93,7 +134,11 @@ def main() -> None:
     parser.add_argument(
         "--all-rows", action="store_true", help="rebuild: every normalised row, not only the measurements"
     )
-    options = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    options = arguments().parse_args()
 
     from bench import agent_costs, ingest, reads, reads_under_ingest, refresh, state, storage, writers
 
@@ -114,19 +159,9 @@ def main() -> None:
             web_workers=options.web_workers,
         )
 
-    if options.what == "all":
-        small, large = f"{HOST}/bh_perf_1k", f"{HOST}/bh_perf_{options.size // 1000}k"
-        _setup(small, options.redis)
-        state.grow(small, 1000)
-        ingest_run(small)
-        refresh.run(50)
-        ingest.profile(200)
-        _setup(large, options.redis)
-        state.grow(large, options.size)
-        ingest_run(large)
-        refresh.run(50)
-        reads.run(options.repeats, explain=True)
-        storage.run(large)
+    if options.what in ("growth", "all"):
+        for step in steps(options):
+            subprocess.run([sys.executable, "-m", "bench", *step], check=True)
         return
     _setup(options.database, options.redis)
     {

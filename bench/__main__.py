@@ -11,6 +11,7 @@ storage   bytes per submission (target 5)
 rebuild   manage.py rebuild_cells from the raw envelopes (target 4; --all-rows: every normalised row)
 agent     the agent's own time on the real CPU end to end, run twice (target 6)
 agent-cold  the same in a fresh agent home: each variant's cold build and the ratio to the first (target 6)
+throttles  what the two ingest throttles cost a request, and whether they hold under concurrency
 growth    ingest and refresh on bh_perf_1k and on --database, alternating 1k, large, large, 1k (target 2)
 all       both states, growth between them, profile at 1k, reads and storage at --size
 
@@ -40,6 +41,7 @@ VERBS = (
     "rebuild",
     "agent",
     "agent-cold",
+    "throttles",
     "growth",
     "all",
 )
@@ -140,13 +142,16 @@ def arguments() -> argparse.ArgumentParser:
 def main() -> None:
     options = arguments().parse_args()
 
-    from bench import agent_costs, ingest, reads, reads_under_ingest, refresh, state, storage, writers
+    from bench import agent_costs, ingest, reads, reads_under_ingest, refresh, state, storage, throttles, writers
 
     if options.what == "agent":
         agent_costs.run()
         return
     if options.what == "agent-cold":
         agent_costs.run_cold()
+        return
+    if options.what == "throttles":  # Redis only, no database
+        throttles.run(options.redis)
         return
 
     def ingest_run(database: str) -> None:

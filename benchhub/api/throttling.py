@@ -3,19 +3,25 @@
 The client address is REMOTE_ADDR unless BENCHHUB_TRUSTED_PROXY_COUNT proxies stand in front of
 the service; then it is the address the outermost trusted proxy appended to X-Forwarded-For,
 counted from the right, so entries a client forges on the left are never read. Counters live in
-Django's cache (Redis when REDIS_URL is set), shared by every worker process; while it cannot be
-reached they live in each process's memory.
+Django's cache (Redis when REDIS_URL is set), shared by every worker process, and each check is one
+atomic step there; while it cannot be reached they live in each process's memory.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+import uuid
+import weakref
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache as shared_cache
+from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
+from django.core.cache.backends.redis import RedisCache
 from django.http import HttpRequest
+from redis.exceptions import RedisError
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
@@ -35,34 +41,100 @@ def client_address(request: HttpRequest) -> str:
 
 logger = logging.getLogger(__name__)
 
+# The sliding log of one counter, in one step on the Redis server, so that concurrent requests
+# (every web worker shares the counters) cannot both read "one left" and both pass: drop the
+# entries that left the window, then count this request if the window has room, else answer how
+# long until its oldest entry leaves. The server's clock, one clock for every web host.
+SLIDING_LOG = """
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < limit then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
+  return ''
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if oldest[2] == nil then
+  return tostring(window)
+end
+return tostring(tonumber(oldest[2]) + window - now)
+"""
 
-class OutageTolerantCache:
-    """The shared cache, or this process's own while the shared one cannot be reached.
+
+class LocalCounters:
+    """The same sliding logs in this process's memory: where no Redis is configured, and while the
+    shared one cannot be reached (the limits then hold per process instead of across all of them)."""
+
+    def __init__(self) -> None:
+        self.logs = LocMemCache("benchhub-throttle-fallback", {})  # bounded: it culls old keys
+        self.lock = threading.Lock()
+
+    def hit(self, key: str, limit: int, window: int) -> float | None:
+        now = time.time()
+        with self.lock:
+            log = [moment for moment in self.logs.get(key, []) if moment > now - window]
+            if len(log) < limit:
+                self.logs.set(key, [*log, now], window)
+                return None
+            self.logs.set(key, log, window)
+            return min(log) + window - now if log else float(window)
+
+
+class SharedCounters:
+    """The counters in Django's cache: one atomic script call a check where it is Redis.
 
     Ingest must not depend on Redis (it is only the broker and the counters): during an outage the
-    limits still hold, per process instead of across all of them, and nothing answers 500.
+    checks fall back to this process's counters, and nothing answers 500.
     """
 
     def __init__(self) -> None:
-        self.local = LocMemCache("benchhub-throttle-fallback", {})
+        self.local = LocalCounters()
+        self.script: Any = None
+        # Building a client costs more than the call itself; each backend (one per thread) keeps one.
+        self.clients: weakref.WeakKeyDictionary[RedisCache, Any] = weakref.WeakKeyDictionary()
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def hit(self, key: str, limit: int, window: int) -> float | None:
+        """None: counted and let through; else the seconds until the window has room again."""
+        backend = caches["default"]
+        if not isinstance(backend, RedisCache):
+            return self.local.hit(key, limit, window)
         try:
-            return getattr(shared_cache, method)(*args)
-        except Exception as error:  # the backend's connection errors vary (redis, socket, timeout)
+            client = self.clients.get(backend)
+            if client is None:
+                # Django has no public accessor for its redis-py client; this is the one it uses itself.
+                client = self.clients[backend] = backend._cache.get_client(write=True)  # type: ignore[attr-defined]
+            if self.script is None:
+                self.script = client.register_script(SLIDING_LOG)
+            answer = self.script(keys=[backend.make_key(key)], args=[window, limit, uuid.uuid4().hex], client=client)
+        except (RedisError, OSError) as error:  # redis-py wraps socket errors; a refused script too
             logger.warning("throttle counters fall back to this process: shared cache failed (%r)", error)
-            return getattr(self.local, method)(*args)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._call("get", key, default)
-
-    def set(self, key: str, value: Any, timeout: float | None = None) -> None:
-        self._call("set", key, value, timeout)
+            return self.local.hit(key, limit, window)
+        return float(answer) if answer else None
 
 
-class AddressThrottle(SimpleRateThrottle):
+class SlidingLogThrottle(SimpleRateThrottle):
+    """DRF's rate strings, keys and answers (a request is refused while `rate` requests were let
+    through in the last period; refusals are not counted), with the counting done by `counters`."""
+
+    counters = SharedCounters()
+    seconds_to_wait: float | None = None
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        limit, window = self.parse_rate(self.rate)
+        key = self.get_cache_key(request, view)
+        if limit is None or window is None or key is None:
+            return True
+        self.seconds_to_wait = self.counters.hit(key, limit, window)
+        return self.seconds_to_wait is None
+
+    def wait(self) -> float | None:
+        return self.seconds_to_wait
+
+
+class AddressThrottle(SlidingLogThrottle):
     scope = "address"
-    cache = OutageTolerantCache()  # type: ignore[assignment]
 
     def get_rate(self) -> str:
         return str(settings.BENCHHUB_THROTTLE_ADDRESS)
@@ -71,12 +143,11 @@ class AddressThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": client_address(request._request)}
 
 
-class KeyThrottle(SimpleRateThrottle):
+class KeyThrottle(SlidingLogThrottle):
     """Checked by the ingest view once the signature has verified, so a forger cannot spend a
     victim key's allowance."""
 
     scope = "key"
-    cache = AddressThrottle.cache  # type: ignore[assignment]
 
     def get_rate(self) -> str:
         return str(settings.BENCHHUB_THROTTLE_KEY)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,8 +12,10 @@ import pytest
 from benchhub_agent import envelope
 from django.core.cache import cache
 from django.db import connection
-from django.test import Client
+from django.test import Client, RequestFactory
+from rest_framework.request import Request
 
+from benchhub.api.throttling import AddressThrottle
 from benchhub.results.models import Submission
 from tests.conftest import Api, build_payload, persona, submission_envelope
 
@@ -87,3 +91,65 @@ def test_it_throttles_per_key_across_addresses(api: Api, ada: envelope.Signer, t
     body = api.submit(build_payload(), ada, REMOTE_ADDR="203.0.113.99").json()
     assert body["error"] == "throttled" and body["retry_after"] > 0
     assert Submission.objects.count() == 2
+
+
+LOCAL_COUNTERS = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+COUNTERS = {"redis": None, "in-process": LOCAL_COUNTERS}
+
+
+@pytest.fixture(params=sorted(COUNTERS))
+def counters(request: Any, settings: Any) -> Iterator[str]:
+    """The shared counters (the test Redis) and the ones a process keeps without it."""
+    if COUNTERS[request.param] is not None:
+        settings.CACHES = COUNTERS[request.param]
+    cache.clear()
+    yield request.param
+    cache.clear()
+
+
+def address_check(address: str) -> tuple[bool, float | None]:
+    throttle = AddressThrottle()
+    allowed = throttle.allow_request(Request(RequestFactory().post("/", REMOTE_ADDR=address)), None)  # type: ignore[arg-type]
+    return allowed, throttle.wait()
+
+
+def checks_at_once(address: str, racers: int) -> list[bool]:
+    barrier = threading.Barrier(racers)
+    answers: list[bool] = []
+
+    def race() -> None:
+        barrier.wait()
+        answers.append(address_check(address)[0])
+
+    threads = [threading.Thread(target=race) for _ in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_it_lets_exactly_the_limit_through_when_requests_race_one_address(counters: str, settings: Any) -> None:
+    """Reading the counters and writing them back as two steps let 8 to 16 of these 16 through."""
+    settings.BENCHHUB_THROTTLE_ADDRESS = "5/hour"
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads of one process interleave inside the in-process counters too
+    try:
+        for trial in range(10):
+            answers = checks_at_once(f"198.51.100.{trial}", 16)
+            assert sorted(answers) == [False] * 11 + [True] * 5, f"{counters}, trial {trial}"
+    finally:
+        sys.setswitchinterval(switch_interval)
+
+
+def test_the_allowance_comes_back_when_its_oldest_request_leaves_the_window(counters: str, settings: Any) -> None:
+    settings.BENCHHUB_THROTTLE_ADDRESS = "2/second"
+    assert address_check("192.0.2.50") == (True, None)
+    time.sleep(0.5)
+    assert address_check("192.0.2.50") == (True, None)
+    allowed, wait = address_check("192.0.2.50")
+    assert not allowed and wait is not None and 0 < wait <= 0.5, "until the oldest leaves, not a whole window"
+    assert address_check("192.0.2.51")[0], "another address has its own window"
+    time.sleep(wait + 0.05)
+    assert address_check("192.0.2.50") == (True, None), "the oldest left; the refused check was not counted"
+    assert address_check("192.0.2.50")[0] is False, "the second one is still in the window"

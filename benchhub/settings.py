@@ -117,7 +117,7 @@ BENCHHUB_BOARD_MAX_STALENESS_SECONDS = float(
 CACHES = {
     "default": (
         {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "benchhub.redis_cache.RedisCache",  # Django's, without a new client for every call
             "LOCATION": REDIS_URL,
             # A hung Redis must not hang requests: throttles fall back to per-process counters on error.
             "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0},

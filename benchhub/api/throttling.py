@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 import uuid
-import weakref
 from typing import Any
 
 from django.conf import settings
@@ -92,8 +91,6 @@ class SharedCounters:
     def __init__(self) -> None:
         self.local = LocalCounters()
         self.script: Any = None
-        # Building a client costs more than the call itself; each backend (one per thread) keeps one.
-        self.clients: weakref.WeakKeyDictionary[RedisCache, Any] = weakref.WeakKeyDictionary()
 
     def hit(self, key: str, limit: int, window: int) -> float | None:
         """None: counted and let through; else the seconds until the window has room again."""
@@ -101,10 +98,8 @@ class SharedCounters:
         if not isinstance(backend, RedisCache):
             return self.local.hit(key, limit, window)
         try:
-            client = self.clients.get(backend)
-            if client is None:
-                # Django has no public accessor for its redis-py client; this is the one it uses itself.
-                client = self.clients[backend] = backend._cache.get_client(write=True)  # type: ignore[attr-defined]
+            # Django has no public accessor for its redis-py client; this is the one it uses itself.
+            client = backend._cache.get_client(write=True)  # type: ignore[attr-defined]
             if self.script is None:
                 self.script = client.register_script(SLIDING_LOG)
             answer = self.script(keys=[backend.make_key(key)], args=[window, limit, uuid.uuid4().hex], client=client)

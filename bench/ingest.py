@@ -18,6 +18,7 @@ from benchhub_agent import envelope, schema
 
 from bench import payloads
 from bench.client import post_bodies
+from bench.cpu import KINDS, CpuSample
 from bench.figures import percentile, report, summary
 from bench.stack import Stack, service_env
 
@@ -107,6 +108,7 @@ class RoundResult:
     latencies: list[float]
     drained_s: float
     io: IoCounters | None = None
+    cpu: dict[str, float] | None = None  # seconds by kind of process (bench/cpu.py), and the wall
 
     @property
     def rate(self) -> float:
@@ -116,13 +118,45 @@ class RoundResult:
         assert self.io is not None
         return getattr(self.io, counter) / scale / max(self.accepted, 1)
 
+    def cpu_ms(self, kind: str) -> float:
+        """Milliseconds of CPU a submission that kind of process used ("busy": the machine's all)."""
+        assert self.cpu is not None
+        seconds = sum(self.cpu[k] for k in KINDS) if kind == "busy" else self.cpu[kind]
+        return 1000 * seconds / max(self.accepted, 1)
+
 
 def measured_io(database_url: str, measure: Any, *args: Any) -> RoundResult:
-    """A round with the I/O counters' growth over it."""
-    before = IoCounters.now(database_url)
+    """A round with the I/O counters' and the CPU time's growth over it."""
+    before, cpu_before = IoCounters.now(database_url), CpuSample.now()
     result: RoundResult = measure(*args)
+    result.cpu = CpuSample.now().since(cpu_before)
     result.io = IoCounters.now(database_url) - before
     return result
+
+
+def cpu_lines(http_rounds: list[RoundResult], floors: list[RoundResult]) -> list[str]:
+    """Where the machine's CPU went, per accepted submission: what explains ingest against the floor."""
+    labels = {
+        "gunicorn": "gunicorn (web)",
+        "celery": "Celery worker, beat",
+        "postgres": "PostgreSQL (all)",
+        "redis": "Redis",
+        "clients": "the 4 clients",
+        "bench": "bench process",
+        "other": "other (not ours)",
+        "busy": "machine, all",
+    }
+    lines = ["CPU ms per accepted submission, HTTP round | floor round (bench process = the floor there):"]
+    for kind, label in labels.items():
+        lines.append(
+            f"  {label + ':':<22}{summary([r.cpu_ms(kind) for r in http_rounds])} | "
+            f"{summary([r.cpu_ms(kind) for r in floors])}"
+        )
+    lines.append(
+        f"  {'wall ms:':<22}{summary([r.cpu_ms('wall') for r in http_rounds])} | "
+        f"{summary([r.cpu_ms('wall') for r in floors])} (busy / wall = cores in use; 2 here)"
+    )
+    return lines
 
 
 def _unrefreshed(since: datetime) -> int:
@@ -146,43 +180,43 @@ def http_round(port: int, bodies: list[bytes], clients: int) -> RoundResult:
     return RoundResult(accepted, len(flat) - accepted, wall, [seconds for seconds, _ in flat], drained)
 
 
-def floor_round(database_url: str, bodies: list[bytes]) -> RoundResult:
+def floor_round(connection: psycopg.Connection[Any], bodies: list[bytes]) -> RoundResult:
     """Everything the ingest must do, in one process without Django's request handling: the yardstick.
-    Rows are derived and written by the product's functions (bench/copyrows.py) with psycopg and COPY."""
+    Rows are derived and written by the product's functions (bench/copyrows.py) with psycopg and COPY.
+    The connection is the caller's, so that its server process outlives the round's CPU count."""
     from bench import copyrows
     from benchhub.results.models import Campaign
 
     campaign = Campaign.objects.get(slug=payloads.CAMPAIGN)
     latencies = []
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        lookups = copyrows.Lookups(campaign.pk, campaign.definition["sweep"])
-        started_all = time.perf_counter()
-        for body in bodies:
-            started = time.perf_counter()
-            opened = envelope.open_envelope(envelope.strict_loads(body), envelope.SUBMISSION_TYPE)
-            keyid = opened.keyids[0]
-            with connection.cursor() as cursor:
-                key_id, contributor_id, public_key = cursor.execute(
-                    "SELECT id, contributor_id, public_key FROM accounts_publickey WHERE keyid = %s AND NOT banned",
-                    [keyid],
-                ).fetchone()  # type: ignore[misc]
-            if not envelope.verify_signature(opened, keyid, bytes(public_key)):
-                raise RuntimeError("a bench envelope did not verify")
-            payload = envelope.parse_canonical_payload(opened.payload)
-            schema.validate_submission(payload)
-            rows = copyrows.submission_rows(
-                payload,
-                body,
-                copyrows.sha256_hex(opened.payload),
-                key=(key_id, contributor_id),
-                lookups=lookups,
-                received_at=copyrows.now(),
-                refreshed=True,
-            )
-            with connection.transaction(), connection.cursor() as cursor:
-                copyrows.write(cursor, [rows])
-            latencies.append(time.perf_counter() - started)
-        wall = time.perf_counter() - started_all
+    lookups = copyrows.Lookups(campaign.pk, campaign.definition["sweep"])
+    started_all = time.perf_counter()
+    for body in bodies:
+        started = time.perf_counter()
+        opened = envelope.open_envelope(envelope.strict_loads(body), envelope.SUBMISSION_TYPE)
+        keyid = opened.keyids[0]
+        with connection.cursor() as cursor:
+            key_id, contributor_id, public_key = cursor.execute(
+                "SELECT id, contributor_id, public_key FROM accounts_publickey WHERE keyid = %s AND NOT banned",
+                [keyid],
+            ).fetchone()  # type: ignore[misc]
+        if not envelope.verify_signature(opened, keyid, bytes(public_key)):
+            raise RuntimeError("a bench envelope did not verify")
+        payload = envelope.parse_canonical_payload(opened.payload)
+        schema.validate_submission(payload)
+        rows = copyrows.submission_rows(
+            payload,
+            body,
+            copyrows.sha256_hex(opened.payload),
+            key=(key_id, contributor_id),
+            lookups=lookups,
+            received_at=copyrows.now(),
+            refreshed=True,
+        )
+        with connection.transaction(), connection.cursor() as cursor:
+            copyrows.write(cursor, [rows])
+        latencies.append(time.perf_counter() - started)
+    wall = time.perf_counter() - started_all
     return RoundResult(len(bodies), 0, wall, latencies, wall)
 
 
@@ -195,11 +229,12 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
     stack.start()
     try:
         register_over_http(stack.base, bench_crowd.signers)
-        for _ in range(rounds):
-            http_rounds.append(
-                measured_io(database_url, http_round, stack.port, bench_crowd.bodies(per_round), clients)
-            )
-            floors.append(measured_io(database_url, floor_round, database_url, bench_crowd.bodies(per_round)))
+        with psycopg.connect(database_url, autocommit=True) as floor_connection:
+            for _ in range(rounds):
+                http_rounds.append(
+                    measured_io(database_url, http_round, stack.port, bench_crowd.bodies(per_round), clients)
+                )
+                floors.append(measured_io(database_url, floor_round, floor_connection, bench_crowd.bodies(per_round)))
     finally:
         stack.stop()
     body_kib = statistics.median(len(body) for body in bench_crowd.bodies(20)) / 1024
@@ -233,6 +268,7 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
         ),
         "  (WAL is the server's: other databases' writes count too; blocks read: this database's, from "
         "outside shared_buffers, so from the OS cache or the disk; blocks hit: found in shared_buffers)",
+        *cpu_lines(http_rounds, floors),
     ]
     report("ingest (issue 6 target 1)", lines)
 

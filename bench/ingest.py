@@ -64,19 +64,21 @@ def register_over_http(base: str, signers: list[envelope.Signer]) -> None:
 class IoCounters:
     """PostgreSQL's cumulative I/O counters: WAL of the whole server (pg_stat_wal; other databases'
     writes count too), blocks of this database read from outside shared_buffers, and those found in
-    them (each a page visited: an index descent costs one per level)."""
+    them (each a page visited: an index descent costs one per level), and the sessions opened on
+    this database (each a new server process)."""
 
     wal_bytes: int
     full_page_images: int
     blocks_read: int
     blocks_hit: int
+    sessions: int
 
     @classmethod
     def now(cls, database_url: str) -> IoCounters:
         with psycopg.connect(database_url, autocommit=True) as connection:
             row = connection.execute(
-                "SELECT w.wal_bytes, w.wal_fpi, d.blks_read, d.blks_hit FROM pg_stat_wal w, pg_stat_database d "
-                "WHERE d.datname = current_database()"
+                "SELECT w.wal_bytes, w.wal_fpi, d.blks_read, d.blks_hit, d.sessions "
+                "FROM pg_stat_wal w, pg_stat_database d WHERE d.datname = current_database()"
             ).fetchone()
         assert row is not None
         return cls(*(int(value) for value in row))
@@ -87,6 +89,7 @@ class IoCounters:
             self.full_page_images - other.full_page_images,
             self.blocks_read - other.blocks_read,
             self.blocks_hit - other.blocks_hit,
+            self.sessions - other.sessions,
         )
 
 
@@ -264,6 +267,7 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
                 ("full-page images:", "full_page_images", 1.0),
                 ("blocks read:", "blocks_read", 1.0),
                 ("blocks hit:", "blocks_hit", 1.0),
+                ("sessions opened:", "sessions", 1.0),
             )
         ),
         "  (WAL is the server's: other databases' writes count too; blocks read: this database's, from "

@@ -210,3 +210,44 @@ def test_it_loses_no_submission_when_the_worker_is_killed_mid_refresh(stack: Sta
         for c in LeaderboardCell.objects.all()
     }
     assert served == recomputed
+
+
+def sessions_opened() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+def test_the_worker_keeps_its_database_connection_and_replaces_one_the_server_dropped(stack: Stack) -> None:
+    """Celery's Django fixup closed the worker's connections around every task (a new PostgreSQL
+    process for every refresh); now they live as long as CONN_MAX_AGE, checked before each task.
+    No beat: a refresh that failed is not done again by the sweeper, so a broken connection shows."""
+    start_web(stack)
+    stack.start("worker")
+    ada = persona("ada")
+    assert stack.post("/api/v1/contributors/", registration_envelope(ada, "ada")).status_code == 201
+
+    def submit_and_wait(n: int) -> None:
+        payload = build_payload(machine={"chip": f"Apple M{n} Max"})  # a group of its own: one refresh each
+        assert stack.post("/api/v1/submissions/", submission_envelope(payload, ada)).status_code == 201
+        try:
+            wait_for(
+                lambda: not Submission.objects.filter(cells_refreshed_at__isnull=True).exists(), 60, f"refresh {n}"
+            )
+        except AssertionError:
+            raise AssertionError(stack.log("worker")) from None
+
+    submit_and_wait(1)
+    before = sessions_opened()
+    for n in range(2, 14):
+        submit_and_wait(n)
+    opened = sessions_opened() - before
+    assert opened <= 3, f"{opened} database sessions opened for 12 refreshes"
+
+    with connection.cursor() as cursor:  # what a server restart or an idle timeout does to a connection
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] >= 2, "the web's and the worker's connections"
+    submit_and_wait(14)

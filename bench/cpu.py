@@ -34,7 +34,8 @@ def _kind(pid: str) -> str | None:
     return None
 
 
-def _process_seconds(pid: str) -> float:
+def process_seconds(pid: str) -> float:
+    """User and system CPU time of one live process, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) * TICK  # utime, stime
 
@@ -61,7 +62,7 @@ class CpuSample:
             if kind is None:
                 continue
             try:
-                by_kind[kind] += _process_seconds(entry)
+                by_kind[kind] += process_seconds(entry)
             except (OSError, IndexError, ValueError):
                 continue  # it exited while being read
         children = resource.getrusage(resource.RUSAGE_CHILDREN)

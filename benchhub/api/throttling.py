@@ -115,6 +115,9 @@ class SlidingLogThrottle(SimpleRateThrottle):
 
     counters = SharedCounters()
     seconds_to_wait: float | None = None
+    # Not DRF's "throttle_%(scope)s_%(ident)s": under those names the cache holds DRF's pickled
+    # lists (of the version before, for up to a window), which a sorted-set command refuses.
+    cache_format = "throttle-log:%(scope)s:%(ident)s"
 
     def allow_request(self, request: Request, view: APIView) -> bool:
         limit, window = self.parse_rate(self.rate)

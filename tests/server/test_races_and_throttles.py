@@ -153,3 +153,17 @@ def test_the_allowance_comes_back_when_its_oldest_request_leaves_the_window(coun
     time.sleep(wait + 0.05)
     assert address_check("192.0.2.50") == (True, None), "the oldest left; the refused check was not counted"
     assert address_check("192.0.2.50")[0] is False, "the second one is still in the window"
+
+
+def test_counters_left_by_drfs_throttle_do_not_push_checks_onto_the_fallback(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upgrade meets DRF's pickled histories, kept for up to a window under DRF's key names."""
+    settings.BENCHHUB_THROTTLE_ADDRESS = "2/hour"
+    cache.clear()
+    cache.set("throttle_address_192.0.2.60", [time.time()] * 5, 3600)  # what SimpleRateThrottle stored
+    with caplog.at_level("WARNING", logger="benchhub.api.throttling"):
+        answers = [address_check("192.0.2.60")[0] for _ in range(3)]
+    assert answers == [True, True, False]
+    assert caplog.records == [], "the checks fell back to this process's counters"
+    cache.clear()

@@ -15,7 +15,7 @@ app.autodiscover_tasks()
 # Celery's Django fixup closes every database connection before and after every task, whatever
 # CONN_MAX_AGE says (celery#4116; its fix was reverted in celery#9824), so each cell refresh paid
 # for a new PostgreSQL backend: a fork, authentication, cold catalog caches, a new Django
-# connection. With reuse this high the fixup closes them once every 2**32 tasks; instead a task
+# connection. With reuse this high the fixup closes them once every 2**31 tasks; instead a task
 # gets what Django gives a request: close_old_connections before and after it, which honours
 # CONN_MAX_AGE and CONN_HEALTH_CHECKS (a connection the server dropped is replaced, not used).
 app.conf.CELERY_DB_REUSE_MAX = 2**31

@@ -9,11 +9,14 @@ and marks them refreshed. The invariant: a group's cells aggregate exactly the g
 submissions.
 
 - Incremental (PostgreSQL, the common case): a cell keeps the elements at the ranks its statistics
-  need (`order_state`, see stats.py). The waiting submissions' values are merged in by stepping
-  each tracked element to its new rank through the cell's ordered indexes, reading a few
-  neighbours of each: the work grows with the submissions added, not with the cell's history.
+  need (`order_state`, see stats.py) and a band of each column's order around them (`order_band`,
+  its elements in CellBand). The waiting submissions' values are merged in by stepping each
+  tracked element to its new rank through its band, reading a few neighbours of each: the work
+  grows with the submissions added, not with the cell's history. A cell whose band no longer serves
+  its ranks is read in full alone, which gives it a fresh band.
 - Full: the whole group is read (grouped per cell inside the database) when a cell's state is
-  unknown (null: a new group, rows rewritten by moderation, SQLite), or asked for.
+  unknown (null: a new group, rows rewritten by moderation, SQLite), or asked for; every cell of it
+  gets a fresh band.
 
 Either way the group's cells are then written in place: one UPDATE per cell, sent together, which
 changes no indexed column, so PostgreSQL keeps each new version on its page (a HOT update) instead
@@ -35,8 +38,8 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from benchhub.results import incremental, stats
-from benchhub.results.incremental import Cell, CellName, CellTotals
-from benchhub.results.models import INCLUDED_IN_CELLS, CellKey, LeaderboardCell, Measurement, Submission
+from benchhub.results.incremental import Cell, CellName, CellTotals, Refreshed
+from benchhub.results.models import INCLUDED_IN_CELLS, CellBand, CellKey, LeaderboardCell, Measurement, Submission
 from benchhub.results.models import CellName as CellNameFields
 
 logger = logging.getLogger(__name__)
@@ -94,17 +97,18 @@ class ListAgg(Aggregate):
         return json.loads(stored) if isinstance(stored, str) else stored or []
 
 
-def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
-    """Every cell recomputed from all of its rows, grouped per cell inside the database (one row
-    per cell reaches Python, not one per submission): an index-only scan of the group's cell
-    numbers in measurement_cell_key_covering. Rows of submissions that started waiting after
-    `waiting` was read are left out, in the same statement, so that they stay for the next
-    refresh and are never counted twice."""
+def _read_group(group: Group, waiting: list[Any], only: set[CellName] | None = None) -> Refreshed:
+    """Every cell recomputed from all of its rows, with a fresh band, grouped per cell inside the
+    database (one row per cell reaches Python, not one per submission): an index-only scan of the
+    group's cell numbers in measurement_cell_key_covering (those of `only`, if given). Rows of
+    submissions that started waiting after `waiting` was read are left out, in the same statement,
+    so that they stay for the next refresh and are never counted twice."""
     names: dict[int, CellName] = {
         number: (variant, batch_size)
         for number, variant, batch_size in CellKey.objects.filter(**group.filter()).values_list(
             "pk", "variant", "batch_size"
         )
+        if only is None or (variant, batch_size) in only
     }
     late = group.waiting_submissions().exclude(pk__in=waiting).values("pk")
     per_cell = (
@@ -124,7 +128,7 @@ def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
             n_degenerate=Count("cell_key", filter=Q(excluded_reason=Measurement.Excluded.DEGENERATE_OUTPUT)),
         )
     )
-    found: dict[CellName, Cell] = {}
+    read = Refreshed({}, replaced=list(names))
     for row in per_cell:
         ids = ListAgg.values(row["ids"])
         columns = {
@@ -133,26 +137,50 @@ def _read_group(group: Group, waiting: list[Any]) -> dict[CellName, Cell]:
         totals = CellTotals(
             len(ids), len(set(ListAgg.values(row["contributors"]))), row["n_correctness"], row["n_degenerate"]
         )
-        found[names[row["cell_key"]]] = (totals, stats.order_state(columns) if ids else {})
-    return found
+        state, bands = stats.tracked_and_bands(columns)
+        read.cells[names[row["cell_key"]]] = Cell(totals, state, {column: band for column, (band, _) in bands.items()})
+        read.band_rows += incremental.band_rows(row["cell_key"], bands)
+    return read
 
 
 def _stored_cells(group: Group) -> dict[CellName, Cell] | None:
-    """The group's cells as stored; None when any cell's order state is unknown."""
+    """The group's cells as stored; None when any cell's order state or band is unknown."""
     stored: dict[CellName, Cell] = {}
     rows = LeaderboardCell.objects.filter(**group.filter()).values_list(
-        "variant", "batch_size", *(name for name in CellTotals.__dataclass_fields__), "order_state"
+        "variant", "batch_size", *(name for name in CellTotals.__dataclass_fields__), "order_state", "order_band"
     )
-    for variant, batch_size, *totals, order_state in rows:
-        if order_state is None:
+    for variant, batch_size, *totals, order_state, order_band in rows:
+        cell_totals = CellTotals(*totals)
+        if (
+            order_state is None
+            or order_band is None
+            or (cell_totals.n_submissions and set(order_band) != set(stats.COLUMNS))
+        ):
             return None
         state = {column: [(value, key) for value, key in elements] for column, elements in order_state.items()}
-        stored[(variant, batch_size)] = (CellTotals(*totals), state)
+        bands = {
+            column: stats.Band(below, above, tuple(lo), tuple(hi))
+            for column, (below, above, lo, hi) in order_band.items()
+        }
+        stored[(variant, batch_size)] = Cell(cell_totals, state, bands)
     return stored
 
 
+def _write_bands(refreshed: Refreshed) -> None:
+    """The bands' stored elements as the refresh left them."""
+    if refreshed.replaced:
+        CellBand.objects.filter(cell_key__in=refreshed.replaced).delete()
+    CellBand.objects.bulk_create(
+        [
+            CellBand(cell_key_id=cell_key, column_number=column, value=value, submission=key)
+            for cell_key, column, (value, key) in refreshed.band_rows
+        ],
+        batch_size=10_000,
+    )
+
+
 def _cell(group: Group, name: CellName, cell: Cell) -> LeaderboardCell:
-    totals, state = cell
+    totals, state = cell.totals, cell.state
     aggregate = stats.cell_stats(totals.n_submissions, state, totals.n_contributors)
     return LeaderboardCell(
         **group.filter(),
@@ -168,6 +196,9 @@ def _cell(group: Group, name: CellName, cell: Cell) -> LeaderboardCell:
         n_excluded_correctness=totals.n_excluded_correctness,
         n_excluded_degenerate=totals.n_excluded_degenerate,
         order_state=state,
+        order_band={
+            column: [band.below, band.above, list(band.lo), list(band.hi)] for column, band in cell.bands.items()
+        },
     )
 
 
@@ -228,20 +259,26 @@ def refresh_group(group: Group, only_if_waiting: bool = False, full: bool = Fals
     waiting = list(group.waiting_submissions().values_list("pk", flat=True))
     if only_if_waiting and not waiting:
         return 0
-    computed = None
+    refreshed = None
     mergeable = waiting and not full and connection.vendor == "postgresql"
     stored = _stored_cells(group) if mergeable else None
     if stored:
         try:
-            computed = incremental.merged(group, stored, waiting)
+            refreshed = incremental.merged(group, stored, waiting)
         except stats.StaleState:
             logger.warning("the order state of %s disagrees with its rows; recomputing the group", group)
-    if computed is None:
-        computed = _read_group(group, waiting)
-    _write_cells(group, [_cell(group, name, cell) for name, cell in computed.items()])
+    if refreshed is None:
+        refreshed = _read_group(group, waiting)
+    elif refreshed.unresolved:  # cells whose bands no longer serve them: read in full, fresh bands
+        reread = _read_group(group, waiting, only=refreshed.unresolved)
+        refreshed.cells |= reread.cells
+        refreshed.band_rows += reread.band_rows
+        refreshed.replaced += reread.replaced
+    _write_cells(group, [_cell(group, name, cell) for name, cell in refreshed.cells.items()])
+    _write_bands(refreshed)
     if waiting:
         Submission.objects.filter(pk__in=waiting).update(cells_refreshed_at=timezone.now())
-    return len(computed)
+    return len(refreshed.cells)
 
 
 def forget_order_state(group: Group) -> None:
@@ -249,7 +286,7 @@ def forget_order_state(group: Group) -> None:
     (a moderator hiding or restoring one rewrites its rows). Takes the group's lock, so no refresh
     in progress can write a state computed before the change."""
     _lock(group)
-    LeaderboardCell.objects.filter(**group.filter()).update(order_state=None)
+    LeaderboardCell.objects.filter(**group.filter()).update(order_state=None, order_band=None)
 
 
 def refresh_submission_cells(submission_id: str) -> int:
@@ -293,6 +330,7 @@ def refresh_all_cells(workers: int = 1) -> int:
     ):
         if Group(*values) not in groups:
             LeaderboardCell.objects.filter(**Group(*values).filter()).delete()
+            CellBand.objects.filter(cell_key__in=CellKey.objects.filter(**Group(*values).filter())).delete()
     return count
 
 

@@ -1,13 +1,16 @@
 """Incremental refreshes: the submissions waiting for a group merged into its stored cells.
 
-A cell keeps, per column, the elements at the ranks its statistics need (stats.OrderState). The
+A cell keeps, per column, the elements at the ranks its statistics need (stats.OrderState), and a
+band of the column's order around them whose every element is stored in CellBand (stats.Band). The
 waiting submissions' rows are read, then each tracked element is stepped to its new rank: the steps
 go through the added rows (in Python) and through a few stored neighbours of the element, read
-from the partial indexes on each cell's included values (models.Measurement), all in one
-statement. Stored rows are those of refreshed submissions only; every waiting one is left out in
-the same statement, so a submission that commits while a refresh runs is never stepped over as
-if stored, and is taken in by the next refresh. The work grows with the rows added, not with the
-cell's history. PostgreSQL only (unnest, LATERAL); cells.py reads a group in full elsewhere.
+from its band, all in one statement. Only refreshes write bands, under the group's lock, so a band
+holds only rows of refreshed submissions; the contributor lookups, which read the measurements, leave
+out every waiting submission in that same statement, so a submission that commits while a refresh
+runs is never counted as stored, and is taken in by the next refresh. The work grows with the rows
+added, not with the cell's history. Where a tracked rank would leave its band, or the band has grown
+to twice a fresh one, the cell is left for cells.py to read in full, which writes a fresh band.
+PostgreSQL only (unnest, LATERAL); cells.py reads a group in full elsewhere.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper
 
 from benchhub.results import stats
-from benchhub.results.models import INCLUDED_IN_CELLS, Measurement
+from benchhub.results.models import INCLUDED_IN_CELLS, CellBand, Measurement
 
 if TYPE_CHECKING:
     from benchhub.results.cells import Group
@@ -45,7 +48,35 @@ class CellTotals:
     n_excluded_degenerate: int = 0
 
 
-Cell = tuple[CellTotals, stats.OrderState]
+@dataclass
+class Cell:
+    totals: CellTotals
+    state: stats.OrderState
+    bands: dict[str, stats.Band]
+
+
+# One element of a band as CellBand stores it: (cell number, column number, element).
+BandRow = tuple[int, int, stats.Ranked]
+
+
+def band_rows(cell_key: int, bands: dict[str, tuple[stats.Band, list[stats.Ranked]]]) -> list[BandRow]:
+    return [
+        (cell_key, stats.COLUMNS.index(column), element)
+        for column, (_, elements) in bands.items()
+        for element in elements
+    ]
+
+
+@dataclass
+class Refreshed:
+    """A group's cells after a refresh, and what to write to their bands: `band_rows` inserted
+    after the stored rows of the cells numbered in `replaced` are deleted. `unresolved`: cells left
+    for a full read (their bands no longer serve their ranks)."""
+
+    cells: dict[CellName, Cell]
+    band_rows: list[BandRow] = field(default_factory=list)
+    replaced: list[int] = field(default_factory=list)
+    unresolved: set[CellName] = field(default_factory=set)
 
 
 @dataclass
@@ -93,18 +124,18 @@ def _read_added(group: Group, waiting: list[Any]) -> dict[CellName, Added]:
 
 
 class _StoredRows:
-    """What an incremental refresh reads of a group's stored rows, in one statement: only rows of
-    refreshed submissions (every waiting one is left out in that statement), each lookup a probe of
-    the partial indexes on each cell's included values (models.Measurement), never a scan of the
-    cell (LATERAL ... LIMIT keeps the planner from hashing the whole group instead)."""
+    """What an incremental refresh reads of a group's stored rows, in one statement: each lookup a
+    probe of an index (LATERAL ... LIMIT keeps the planner from hashing the whole group instead).
+    Neighbours come from the bands, which hold refreshed submissions' rows only; contributors from
+    the partial index on the measurements' included rows, leaving out every waiting submission."""
 
     def __init__(self, group: Group, added: dict[CellName, Added]) -> None:
         self.added = added
         waiting_sql, waiting_params = group.waiting_submissions().order_by().values("pk").query.sql_with_params()
         self.prefix = f"WITH waiting AS MATERIALIZED ({waiting_sql}) "
         self.prefix_params: list[Any] = [*waiting_params]
-        # The cell's included rows, in the words of INCLUDED_IN_CELLS itself (the partial indexes'
-        # condition: the planner uses them only where the query implies it).
+        # The cell's included rows, in the words of INCLUDED_IN_CELLS itself (the partial index's
+        # condition: the planner uses it only where the query implies it).
         query = Measurement.objects.filter(INCLUDED_IN_CELLS).query
         where, self.rows_params = query.where.as_sql(query.get_compiler(connection=connection), connection)
         self.table = connection.ops.quote_name(Measurement._meta.db_table)
@@ -112,11 +143,18 @@ class _StoredRows:
             f"FROM {self.table} WHERE {where} AND {self.table}.cell_key_id = q.cell_key "
             f"AND {self.table}.submission_id NOT IN (SELECT * FROM waiting)"
         )
+        self.band = connection.ops.quote_name(CellBand._meta.db_table)
         self.parts: list[str] = []
         self.params: list[Any] = []
 
     def _add(
-        self, kind: str, cells: list[CellName], inputs: dict[str, str], columns: list[list[Any]], lateral: str
+        self,
+        kind: str,
+        cells: list[CellName],
+        inputs: dict[str, str],
+        columns: list[list[Any]],
+        lateral: str,
+        lateral_params: list[Any],
     ) -> None:
         """One lookup per input row: q.i (its index), q.cell_key (of `cells`) and `inputs` (name: SQL
         type) from `columns`, then the LATERAL query run for each."""
@@ -127,13 +165,13 @@ class _StoredRows:
             f"AS q(i, cell_key{names}) CROSS JOIN LATERAL ({lateral}) AS x"
         )
         keys = [self.added[name].cell_key for name in cells]
-        self.params += [list(range(len(cells))), keys, *columns, *self.rows_params]
+        self.params += [list(range(len(cells))), keys, *columns, *lateral_params]
 
     def neighbours(self, column: str, forward: bool, moves: list[tuple[CellName, stats.Move]]) -> None:
-        """Each move's start, if it is a stored row (it must be: a rebuild that changed values, a crash
-        or a manual edit could leave it pointing at nothing), then up to |steps| stored elements next
-        to it in its direction."""
+        """Each move's start, if it is in its band (it must be: a crash or a manual edit could leave it
+        pointing at nothing), then up to |steps| elements of the band next to it in its direction."""
         order = "ASC" if forward else "DESC"
+        band = self.band
         self._add(
             f"n{column}{int(forward)}",
             [name for name, _ in moves],
@@ -143,10 +181,11 @@ class _StoredRows:
                 [move.start[1] for _, move in moves],
                 [abs(move.steps) + 1 for _, move in moves],
             ],
-            f"SELECT {self.table}.{column} AS value, {self.table}.submission_id {self.rows} "
-            f"AND ({self.table}.{column}, {self.table}.submission_id) {'>=' if forward else '<='} "
-            f"(q.start_value, q.start_key) ORDER BY {self.table}.{column} {order}, {self.table}.submission_id {order} "
-            "LIMIT q.k",
+            f"SELECT {band}.value, {band}.submission AS submission_id FROM {band} "
+            f"WHERE {band}.cell_key_id = q.cell_key AND {band}.column_number = {stats.COLUMNS.index(column)} "
+            f"AND ({band}.value, {band}.submission) {'>=' if forward else '<='} (q.start_value, q.start_key) "
+            f"ORDER BY {band}.value {order}, {band}.submission {order} LIMIT q.k",
+            [],
         )
 
     def contributors(self, pairs: list[tuple[CellName, int]]) -> None:
@@ -158,6 +197,7 @@ class _StoredRows:
             [[c for _, c in pairs]],
             f"SELECT NULL::float8 AS value, NULL::uuid AS submission_id {self.rows} "
             f"AND {self.table}.contributor_id = q.contributor LIMIT 1",
+            [*self.rows_params],
         )
 
     def read(self) -> dict[str, dict[int, list[stats.Ranked]]]:
@@ -172,19 +212,33 @@ class _StoredRows:
         return found
 
 
-def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> dict[CellName, Cell]:
-    """The stored cells with the waiting submissions' rows merged in (raises stats.StaleState
-    when the stored elements are not where the state says)."""
+def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> Refreshed:
+    """The stored cells with the waiting submissions' rows merged in, but for the unresolved ones
+    (raises stats.StaleState when the stored elements are not where the state says)."""
     added = _read_added(group, waiting)
-    empty: Cell = (CellTotals(), {})
-    planned = {
-        (name, column): stats.moves(
-            stored.get(name, empty)[0].n_submissions, stored.get(name, empty)[1].get(column, []), column, values
-        )
-        for name, cell in added.items()
-        for column, values in cell.columns.items()
-        if values
-    }
+    empty = Cell(CellTotals(), {}, {})
+    refreshed = Refreshed(dict(stored))
+    states: dict[CellName, tuple[stats.OrderState, dict[str, stats.Band]]] = {}
+    planned: dict[tuple[CellName, str], list[stats.Move | stats.Ranked]] = {}
+    for name, cell in added.items():
+        old = stored.get(name, empty)
+        n = old.totals.n_submissions + len(cell.columns["speedup"])
+        if n == old.totals.n_submissions:  # no included row added
+            states[name] = (old.state, old.bands)
+        elif old.totals.n_submissions == 0:  # the cell's first included rows: all of its values are here
+            state, fresh = stats.tracked_and_bands(cell.columns)
+            states[name] = (state, {column: band for column, (band, _) in fresh.items()})
+            refreshed.band_rows += band_rows(cell.cell_key, fresh)
+        else:
+            widened = {column: stats.band_with(old.bands[column], cell.columns[column]) for column in stats.COLUMNS}
+            ranks = stats.tracked_ranks(n)
+            if not all(stats.band_holds(band, n, ranks[column]) for column, (band, _) in widened.items()):
+                refreshed.unresolved.add(name)
+                continue
+            states[name] = (dict(old.state), {column: band for column, (band, _) in widened.items()})
+            refreshed.band_rows += band_rows(cell.cell_key, widened)
+            for column, values in cell.columns.items():
+                planned[(name, column)] = stats.moves(old.totals.n_submissions, old.state[column], column, values)
     rows = _StoredRows(group, added)
     moving: dict[tuple[str, bool], list[tuple[tuple[CellName, str, int], stats.Move]]] = {}
     for column in stats.COLUMNS:
@@ -198,7 +252,7 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
             ]
             if chosen:
                 rows.neighbours(column, forward, [(place[0], move) for place, move in chosen])
-    arriving = [(name, contributor) for name, cell in added.items() for contributor in sorted(cell.contributors)]
+    arriving = [(name, contributor) for name in states for contributor in sorted(added[name].contributors)]
     if arriving:
         rows.contributors(arriving)
     found = rows.read()
@@ -208,12 +262,11 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
         for index, (place, move) in enumerate(chosen):
             elements = sorted(read.get(index, []), reverse=not forward)
             if not elements or elements[0] != move.start:
-                raise stats.StaleState(f"the tracked element {move.start} of {group} is not among its stored rows")
+                raise stats.StaleState(f"the tracked element {move.start} of {group} is not in its band")
             reached[place] = stats.resolve(move, elements[1:], added[place[0]].columns[column])
     known = {arriving[index] for index in found.get("c", {})}
-    result = dict(stored)
-    for name, cell in added.items():
-        totals, state = stored.get(name, empty)
+    for name, (state, bands) in states.items():
+        cell, totals = added[name], stored.get(name, empty).totals
         new_state = dict(state)
         for column in stats.COLUMNS:
             if (name, column) in planned:
@@ -221,7 +274,7 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
                     reached[(name, column, role)] if isinstance(step, stats.Move) else step
                     for role, step in enumerate(planned[(name, column)])
                 ]
-        result[name] = (
+        refreshed.cells[name] = Cell(
             CellTotals(
                 totals.n_submissions + len(cell.columns["speedup"]),
                 totals.n_contributors + sum((name, c) not in known for c in cell.contributors),
@@ -229,5 +282,6 @@ def merged(group: Group, stored: dict[CellName, Cell], waiting: list[Any]) -> di
                 totals.n_excluded_degenerate + cell.n_degenerate,
             ),
             new_state,
+            bands,
         )
-    return result
+    return refreshed

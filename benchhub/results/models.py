@@ -333,22 +333,15 @@ class Measurement(models.Model):
             # The measurements list filtered by chip and quant, newest first, walks this backwards
             # instead of filtering the whole primary key.
             models.Index(fields=["chip", "quant", "-id"], name="measurement_chip_quant_id"),
-            # A cell's included values in order, one index per column the cell's statistics take order
-            # statistics of, and its contributors: an incremental refresh steps its tracked elements
-            # through these to their new ranks (cells.py) instead of reading the cell's history.
-            *(
-                models.Index(
-                    fields=["cell_key", column, "submission"],
-                    condition=INCLUDED_IN_CELLS,
-                    name=f"measurement_order_{short}",
-                )
-                for column, short in (("tg_tps", "tg"), ("baseline_tg_tps", "baseline"), ("speedup", "speedup"))
-            ),
+            # Whether a contributor has a stored included row in a cell (a cell counts its distinct
+            # contributors), led by the contributor: a submission's 27 entries are one contributor's
+            # entries in the 27 cells of one group, numbered together, so they land on a page or two
+            # of the index instead of at 27 places across it.
             models.Index(
-                fields=["cell_key", "contributor"],
+                fields=["contributor", "cell_key"],
                 include=["submission"],
                 condition=INCLUDED_IN_CELLS,
-                name="measurement_cell_contributor",
+                name="measurement_contributor_cell",
             ),
         )
 
@@ -373,6 +366,12 @@ class LeaderboardCell(CellName):
         help_text="The elements at the ranks the statistics need, per column (stats.OrderState): what an "
         "incremental refresh starts from. Null: unknown, the next refresh reads the whole cell.",
     )
+    order_band = models.JSONField(
+        null=True,
+        editable=False,
+        help_text="Per column, [below, above, lo, hi] of its band in CellBand (stats.Band): where an incremental "
+        "refresh finds the tracked elements' neighbours. Null: unknown, the next refresh reads the whole cell.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
     revision = models.PositiveBigIntegerField(
         default=0, editable=False, help_text="Raised by one each time a refresh rewrites the cell in place."
@@ -380,7 +379,22 @@ class LeaderboardCell(CellName):
 
     # When and how often the cell was written, not what it holds.
     WRITE_MARKS = frozenset({"updated_at", "revision"})
+    # Where a refresh looks for neighbours: it depends on the order values arrived in, not on them.
+    BOOKKEEPING = frozenset({"order_band"})
 
     class Meta:
         ordering = ("campaign", "chip", "gpu_cores", "quant", "batch_size", "variant")
         constraints = (CellName.unique("leaderboard_cell_unique"),)
+
+
+class CellBand(models.Model):
+    """The stored elements of one stretch of one column's order in one cell (stats.Band), around
+    the ranks its statistics need: what an incremental refresh steps the tracked elements through.
+    Derived, like the cells, and rewritten with them by a full read (cells.py)."""
+
+    pk = models.CompositePrimaryKey("cell_key", "column_number", "value", "submission")
+    # No index of its own: the primary key leads with it.
+    cell_key = models.ForeignKey(CellKey, on_delete=models.CASCADE, related_name="+", db_index=False)
+    column_number = models.PositiveSmallIntegerField(help_text="the column's place in stats.COLUMNS")
+    value = models.FloatField()
+    submission = models.UUIDField(help_text="the element's tie-breaking key: the submission of its row")

@@ -13,7 +13,7 @@ above 95%. Below n = 6 no pair of order statistics reaches 95%, so the interval 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -166,13 +166,80 @@ def tracked_ranks(n: int) -> dict[str, tuple[int, ...]]:
 
 def order_state(columns: Mapping[str, Sequence[Ranked]]) -> OrderState:
     """The tracked elements of a cell, from every element of each column (in any order)."""
+    return tracked_and_bands(columns)[0]
+
+
+def tracked_and_bands(
+    columns: Mapping[str, Sequence[Ranked]],
+) -> tuple[OrderState, dict[str, tuple[Band, list[Ranked]]]]:
+    """The tracked elements of a cell and, per column, a fresh band around them with its elements,
+    from every element of each column (in any order; none gives no band)."""
     n = len(columns["speedup"])
-    ranks = tracked_ranks(n)
     state: OrderState = {}
+    bands: dict[str, tuple[Band, list[Ranked]]] = {}
+    if n == 0:
+        return state, bands
+    ranks = tracked_ranks(n)
     for column in COLUMNS:
         ordered = sorted(columns[column])
         state[column] = [ordered[rank - 1] for rank in ranks[column]]
-    return state
+        bands[column] = band_of(ordered, ranks[column])
+    return state, bands
+
+
+# An incremental refresh steps each tracked element through its stored neighbours. It finds them in
+# a band of the column's order around the tracked ranks, kept whole in a table of its own
+# (models.CellBand), rather than in an index of every stored value: each value added then writes an
+# entry there only when it lands inside a band (a few percent of them at thousands of values a
+# cell), not one entry per column at a random place in an index of the whole history
+# (docs/performance.md, section 2).
+BAND_MIN_MARGIN = 8
+
+
+def band_margin(n: int) -> int:
+    """How many stored elements a fresh band holds on either side of its column's tracked ranks.
+    A tracked rank wanders through the order by about half a place per value added, a random walk,
+    so it leaves a band of margin m after some 4 m^2 additions: growing with sqrt(n), that is more
+    than n additions, and re-reading the cell then costs under one row per value added."""
+    return BAND_MIN_MARGIN + math.isqrt(n) // 2
+
+
+@dataclass(frozen=True)
+class Band:
+    """A stretch of one column's order, its ranks below + 1 to n - above, whose every element is
+    stored in the band table; lo and hi are its ends."""
+
+    below: int
+    above: int
+    lo: Ranked
+    hi: Ranked
+
+
+def band_of(ordered: Sequence[Ranked], ranks: Sequence[int]) -> tuple[Band, list[Ranked]]:
+    """A fresh band of the sorted column around the 1-based `ranks`, and its elements."""
+    n = len(ordered)
+    margin = band_margin(n)
+    first, last = max(1, min(ranks) - margin), min(n, max(ranks) + margin)
+    return Band(first - 1, n - last, ordered[first - 1], ordered[last - 1]), list(ordered[first - 1 : last])
+
+
+def band_with(band: Band, added: Sequence[Ranked]) -> tuple[Band, list[Ranked]]:
+    """The band once the sorted `added` join its column, and those of them it takes: the ones
+    between its ends, and beyond an end where nothing is stored beyond it."""
+    lower = bisect_left(added, band.lo) if band.below else 0
+    upper = bisect_right(added, band.hi) if band.above else len(added)
+    taken = list(added[lower:upper])
+    lo = band.lo if band.below or not taken else min(band.lo, taken[0])
+    hi = band.hi if band.above or not taken else max(band.hi, taken[-1])
+    return Band(band.below + lower, band.above + len(added) - upper, lo, hi), taken
+
+
+def band_holds(band: Band, n: int, ranks: Sequence[int]) -> bool:
+    """Whether the band of a column of n elements still serves its tracked `ranks`: every one inside
+    it, and the band not grown past twice what a fresh one would hold (values added between its
+    ends widen it; past that it is cut back to a fresh one by re-reading the cell)."""
+    fresh = min(n, max(ranks) - min(ranks) + 1 + 2 * band_margin(n))
+    return band.below < min(ranks) and max(ranks) <= n - band.above and n - band.below - band.above <= 2 * fresh
 
 
 def cell_stats(n: int, state: OrderState, n_contributors: int) -> CellStats | None:

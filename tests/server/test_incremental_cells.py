@@ -5,25 +5,29 @@ exclusions, ties, late commits, moderation and stale state."""
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
 from benchhub_agent import envelope
 from django.db import connection
+from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 
 from benchhub.accounts.models import Contributor
-from benchhub.results import cells, incremental, moderation
-from benchhub.results.models import LeaderboardCell, Measurement, Submission
+from benchhub.results import cells, incremental, moderation, stats
+from benchhub.results.models import INCLUDED_IN_CELLS, CellBand, CellKey, LeaderboardCell, Measurement, Submission
 from tests.conftest import Api, build_payload, persona
 
 pytestmark = pytest.mark.django_db
 
-# Everything a cell holds but its id, write marks and group (every cell compared is of one group).
+# Everything a cell holds but its id, write marks, band and group (every cell compared is of one
+# group). A band depends on the order values arrived in: bands_hold checks it instead.
 CELL_FIELDS = tuple(
     field.attname
     for field in LeaderboardCell._meta.concrete_fields
-    if field.name not in {"id", "campaign", "chip", "gpu_cores", "quant", *LeaderboardCell.WRITE_MARKS}
+    if field.name
+    not in {"id", "campaign", "chip", "gpu_cores", "quant", *LeaderboardCell.WRITE_MARKS, *LeaderboardCell.BOOKKEEPING}
 )
 
 
@@ -69,12 +73,33 @@ def recomputed_in_full(group: cells.Group) -> list[tuple[Any, ...]]:
             cursor.execute("ROLLBACK TO SAVEPOINT full_read")
 
 
+def assert_bands_hold(group: cells.Group) -> None:
+    """Each cell's band in CellBand is exactly the stretch of each column's order its order_band
+    names (every stored element between its ends, below of them before it, above after), and holds
+    every tracked element."""
+    for cell in LeaderboardCell.objects.filter(**group.filter()):
+        rows = Measurement.objects.filter(
+            INCLUDED_IN_CELLS, **group.filter(), variant_name=cell.variant, batch_size=cell.batch_size
+        ).exclude(submission__cells_refreshed_at=None)
+        number = CellKey.objects.get(**group.filter(), variant=cell.variant, batch_size=cell.batch_size).pk
+        assert cell.order_band is not None and cell.order_state is not None
+        assert set(cell.order_band) == (set(stats.COLUMNS) if cell.n_submissions else set())
+        for column, (below, above, lo, hi) in cell.order_band.items():
+            ordered = sorted((value, str(key)) for value, key in rows.values_list(column, "submission_id"))
+            stretch = ordered[below : len(ordered) - above]
+            banded = CellBand.objects.filter(cell_key=number, column_number=stats.COLUMNS.index(column))
+            assert sorted((value, str(key)) for value, key in banded.values_list("value", "submission")) == stretch
+            assert (stretch[0], stretch[-1]) == (tuple(lo), tuple(hi))
+            assert all(tuple(element) in stretch for element in cell.order_state[column])
+
+
 def refresh_incrementally(group: cells.Group) -> None:
     with CaptureQueriesContext(connection) as queries:
         cells.refresh_group(group, only_if_waiting=True)
     sql = " ".join(query["sql"] for query in queries.captured_queries)
     assert "ARRAY_AGG" not in sql, "the refresh read the group's history"
     assert "CROSS JOIN LATERAL" in sql, "the refresh stepped no tracked element"
+    assert_bands_hold(group)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -109,7 +134,8 @@ def test_it_leaves_a_submission_that_commits_during_the_refresh_for_the_next(
     assert merged != with_late, "the late submission's rows must not be stepped over as if stored"
     Submission.objects.filter(pk__in=listed).update(cells_refreshed_at="2026-12-01T00:00:00Z")
     LeaderboardCell.objects.filter(**group.filter()).delete()
-    LeaderboardCell.objects.bulk_create([cells._cell(group, name, cell) for name, cell in merged.items()])
+    LeaderboardCell.objects.bulk_create([cells._cell(group, name, cell) for name, cell in merged.cells.items()])
+    cells._write_bands(merged)
     refresh_incrementally(group)  # now the late one: counted twice if the first refresh had stepped over it
     assert not group.waiting_submissions().exists()
     assert snapshot(group) == recomputed_in_full(group)
@@ -166,12 +192,12 @@ def test_it_counts_a_contributor_once_whether_stored_or_arriving(api: Api, crowd
     assert snapshot(group) == recomputed_in_full(group)
 
 
-def measurement_scans(statement: str, kept: set[str]) -> list[dict[str, Any]]:
-    """How PostgreSQL would read the measurements for `statement`: the plan's node of each scan.
-    The tables are tiny here, so the planner may prefer any index or none: it is left only the
-    indexes `kept` and the constraints' (the others dropped in the test's transaction, rolled back
-    after), and no sequential or bitmap scan."""
-    table = Measurement._meta.db_table
+def measurement_scans(statement: str, kept: set[str], model: type[Model] = Measurement) -> list[dict[str, Any]]:
+    """How PostgreSQL would read the measurements (or `model`'s table) for `statement`: the plan's
+    node of each scan. The tables are tiny here, so the planner may prefer any index or none: it is
+    left only the indexes `kept` and the constraints' (the others dropped in the test's transaction,
+    rolled back after), and no sequential or bitmap scan."""
+    table = model._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname NOT IN "
@@ -195,9 +221,10 @@ def measurement_scans(statement: str, kept: set[str]) -> list[dict[str, Any]]:
     return found
 
 
-def test_its_lookups_are_probes_of_the_partial_indexes(api: Api, crowd: list[envelope.Signer]) -> None:
-    """The planner uses a partial index only where the query implies its condition: a lookup that
-    stopped implying INCLUDED_IN_CELLS would scan the group (seconds at a million submissions)."""
+def test_its_lookups_are_probes_of_the_bands_and_the_partial_index(api: Api, crowd: list[envelope.Signer]) -> None:
+    """Neighbours are read by the bands' primary key. The planner uses a partial index only where
+    the query implies its condition: a contributor lookup that stopped implying INCLUDED_IN_CELLS
+    would scan the group (seconds at a million submissions)."""
     rng = random.Random(19)
     group = cells.Group.of(Submission.objects.get(pk=submit(api, crowd[0], rng)))
     cells.refresh_group(group)
@@ -206,11 +233,20 @@ def test_its_lookups_are_probes_of_the_partial_indexes(api: Api, crowd: list[env
     with CaptureQueriesContext(connection) as queries:
         cells.refresh_group(group, only_if_waiting=True)
     (statement,) = [query["sql"] for query in queries.captured_queries if "CROSS JOIN LATERAL" in query["sql"]]
-    probes = {"measurement_order_tg", "measurement_order_baseline", "measurement_order_speedup"}
-    probes.add("measurement_cell_contributor")
-    found = measurement_scans(statement, probes)
-    assert {node["Node Type"] for node in found} <= {"Index Scan", "Index Only Scan"}, found
-    assert {node.get("Index Name") for node in found} <= probes, found
+    found = measurement_scans(statement, {"measurement_contributor_cell"})
+    assert {(node["Node Type"], node.get("Index Name")) for node in found} <= {
+        ("Index Scan", "measurement_contributor_cell"),
+        ("Index Only Scan", "measurement_contributor_cell"),
+    }, found
+    banded = measurement_scans(statement, set(), CellBand)
+    assert len(banded) == 6, banded  # three columns, both directions
+    assert {node["Node Type"] for node in banded} <= {"Index Scan", "Index Only Scan"}, banded
+    assert {node.get("Index Name") for node in banded} == {f"{CellBand._meta.db_table}_pkey"}, banded
+    # a range of the key from the start element on, not the cell's band filtered
+    bounded = re.compile(
+        r"\(\(cell_key_id = q(_\d)?\.cell_key\) AND \(column_number = \d\) AND \(ROW\(value, submission\) [<>]="
+    )
+    assert all(bounded.match(node["Index Cond"]) for node in banded), banded
 
 
 def test_a_full_read_is_an_index_only_scan_of_its_cell_numbers(api: Api, crowd: list[envelope.Signer]) -> None:
@@ -288,3 +324,35 @@ def test_a_full_read_deletes_the_cells_left_without_rows_and_keeps_the_others(
     left = LeaderboardCell.objects.filter(**group.filter())
     assert dict(left.values_list("variant", "pk")) == kept
     assert set(left.values_list("batch_size", "n_submissions", "revision")) == {(4, 1, 1)}
+
+
+def test_it_reads_alone_the_cells_whose_bands_no_longer_serve_them(
+    api: Api, crowd: list[envelope.Signer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With bands of no margin, tracked ranks soon leave them: those cells, and only those, are read
+    in full and given fresh bands; the cells stay what a full read gives."""
+    monkeypatch.setattr(stats, "BAND_MIN_MARGIN", 0)
+    read_in_full: list[set[Any] | None] = []
+    read_group = cells._read_group
+
+    def recording(group: cells.Group, waiting: list[Any], only: set[Any] | None = None) -> incremental.Refreshed:
+        read_in_full.append(only)
+        return read_group(group, waiting, only)
+
+    monkeypatch.setattr(cells, "_read_group", recording)
+    rng = random.Random(29)
+    group = cells.Group.of(Submission.objects.get(pk=submit(api, crowd[0], rng)))
+    cells.refresh_group(group)
+    assert read_in_full == [None]
+    subsets: list[set[Any]] = []
+    for _ in range(14):
+        for _ in range(rng.randint(1, 3)):
+            submit(api, rng.choice(crowd), rng)
+        read_in_full.clear()
+        cells.refresh_group(group, only_if_waiting=True)
+        assert None not in read_in_full, "a refresh read the whole group"
+        subsets += [only for only in read_in_full if only is not None]
+        assert_bands_hold(group)
+        assert snapshot(group) == recomputed_in_full(group)
+    assert subsets, "no band ran out"
+    assert any(len(only) < LeaderboardCell.objects.filter(**group.filter()).count() for only in subsets)

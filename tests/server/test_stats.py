@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -123,3 +124,36 @@ def test_it_finds_the_same_interval_ranks_in_floating_point_as_with_exact_intege
     for n in sizes:
         low = stats._exact_low_rank(n, 1 - stats.CONFIDENCE)
         assert stats.median_interval_ranks(n) == (low, n - low + 1), n
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(values, min_size=1, max_size=8), min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=2),
+)
+def test_a_band_holds_the_stretch_it_names_through_any_arrivals(batches: list[list[float]], margin: int) -> None:
+    """band_with keeps a band exactly the stored elements between its ends (below of them before,
+    above after); where band_holds says it serves the tracked ranks it holds every tracked element,
+    and where it says not, a fresh band does."""
+    keys = iter(f"{index:04d}" for index in range(1000))
+    stored: list[stats.Ranked] = []
+    band: stats.Band | None = None
+    kept: list[stats.Ranked] = []
+    with mock.patch.object(stats, "BAND_MIN_MARGIN", margin):
+        for batch in batches:
+            added = sorted((value, next(keys)) for value in batch)
+            if band is None:
+                band, kept = stats.band_of(sorted(added), stats.tracked_ranks(len(added))["speedup"])
+            else:
+                band, taken = stats.band_with(band, added)
+                kept = sorted(kept + taken)
+            stored += added
+            ordered, n = sorted(stored), len(stored)
+            assert kept == ordered[band.below : n - band.above]
+            assert (kept[0], kept[-1]) == (band.lo, band.hi)
+            ranks = stats.tracked_ranks(n)["speedup"]
+            if not stats.band_holds(band, n, ranks):
+                band, kept = stats.band_of(ordered, ranks)
+                assert stats.band_holds(band, n, ranks)
+            assert all(ordered[rank - 1] in kept for rank in ranks)
+            assert n - band.below - band.above <= 2 * min(n, max(ranks) - min(ranks) + 1 + 2 * stats.band_margin(n))

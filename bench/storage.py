@@ -19,6 +19,8 @@ PER_SUBMISSION_TABLES = (
     "results_generationcheck",
     "results_measurement",
 )
+# Derived per cell, not per submission: a band grows with the square root of its cell's values.
+PER_CELL_TABLES = ("results_leaderboardcell", "results_cellband", "results_cellkey")
 SIZES = """
 SELECT c.relname, pg_relation_size(c.oid), pg_indexes_size(c.oid),
        pg_total_relation_size(c.oid) - pg_relation_size(c.oid) - pg_indexes_size(c.oid),
@@ -38,6 +40,7 @@ def run(database_url: str) -> None:
         count = connection.execute("SELECT count(*) FROM results_submission").fetchone()[0]  # type: ignore[index]
         rows: list[Any] = connection.execute(SIZES, [list(PER_SUBMISSION_TABLES)]).fetchall()
         index_sizes: list[Any] = connection.execute(INDEX_SIZES, [list(PER_SUBMISSION_TABLES)]).fetchall()
+        per_cell: list[Any] = connection.execute(SIZES, [list(PER_CELL_TABLES)]).fetchall()
         envelope_bytes = connection.execute("SELECT avg(octet_length(body)) FROM results_rawenvelope").fetchone()[0]  # type: ignore[index]
     if not count:
         return
@@ -65,5 +68,11 @@ def run(database_url: str) -> None:
         f"  {table + '.' + index:68s} {size / count:7.0f} B ({size / 2**20:.0f} MiB)"
         for table, index, size in index_sizes
         if size >= 100 * count
+    ]
+    lines.append("per cell (not counted above):")
+    lines += [
+        f"  {name:28s} {tuples:10d} rows  {(heap + indexes + toast) / 2**20:7.1f} MiB with indexes "
+        f"({(heap + indexes + toast) / count:.0f} B a submission)"
+        for name, heap, indexes, toast, tuples in per_cell
     ]
     report("storage (issue 6 target 5)", lines)

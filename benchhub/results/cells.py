@@ -270,6 +270,9 @@ def refresh_group(group: Group, only_if_waiting: bool = False, full: bool = Fals
     if refreshed is None:
         refreshed = _read_group(group, waiting)
     elif refreshed.unresolved:  # cells whose bands no longer serve them: read in full, fresh bands
+        logger.debug(
+            "%s: %d cell(s) read in full, their bands no longer serving them", group, len(refreshed.unresolved)
+        )
         reread = _read_group(group, waiting, only=refreshed.unresolved)
         refreshed.cells |= reread.cells
         refreshed.band_rows += reread.band_rows

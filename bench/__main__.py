@@ -12,6 +12,7 @@ rebuild   manage.py rebuild_cells from the raw envelopes (target 4; --all-rows: 
 agent     the agent's own time on the real CPU end to end, run twice (target 6)
 agent-cold  the same in a fresh agent home: each variant's cold build and the ratio to the first (target 6)
 throttles  what the two ingest throttles cost a request, and whether they hold under concurrency
+bands     what keeping one cell's bands costs as values arrive, no database (target 2)
 growth    ingest and refresh on bh_perf_1k and on --database, alternating 1k, large, large, 1k (target 2)
 all       both states, growth between them, profile at 1k, reads and storage at --size
 
@@ -42,6 +43,7 @@ VERBS = (
     "agent",
     "agent-cold",
     "throttles",
+    "bands",
     "growth",
     "all",
 )
@@ -142,7 +144,7 @@ def arguments() -> argparse.ArgumentParser:
 def main() -> None:
     options = arguments().parse_args()
 
-    from bench import agent_costs, ingest, reads, reads_under_ingest, refresh, state, storage, throttles, writers
+    from bench import agent_costs, bands, ingest, reads, reads_under_ingest, refresh, state, storage, throttles, writers
 
     if options.what == "agent":
         agent_costs.run()
@@ -152,6 +154,9 @@ def main() -> None:
         return
     if options.what == "throttles":  # Redis only, no database
         throttles.run(options.redis)
+        return
+    if options.what == "bands":  # pure Python
+        bands.run()
         return
 
     def ingest_run(database: str) -> None:

@@ -27,14 +27,12 @@ cells left without rows deleted.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Aggregate, Count, Exists, Field, OuterRef, Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from benchhub.results import incremental, stats
@@ -83,26 +81,15 @@ def _lock(group: Group) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [group.lock_id()])
 
 
-class ListAgg(Aggregate):
-    """The grouped rows' values as a list: array_agg on PostgreSQL, json_group_array on SQLite."""
-
-    function = "ARRAY_AGG"
-    output_field = Field()  # no conversion: a list from psycopg, a JSON text from SQLite
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
-        return super().as_sql(compiler, connection, function="JSON_GROUP_ARRAY", **extra_context)
-
-    @staticmethod
-    def values(stored: list[Any] | str | None) -> list[Any]:
-        return json.loads(stored) if isinstance(stored, str) else stored or []
-
-
 def _read_group(group: Group, waiting: list[Any], only: set[CellName] | None = None) -> Refreshed:
-    """Every cell recomputed from all of its rows, with a fresh band, grouped per cell inside the
-    database (one row per cell reaches Python, not one per submission): an index-only scan of the
-    group's cell numbers in measurement_cell_key_covering (those of `only`, if given). Rows of
-    submissions that started waiting after `waiting` was read are left out, in the same statement,
-    so that they stay for the next refresh and are never counted twice."""
+    """Every cell recomputed from all of its rows, with a fresh band, inside the database: its
+    totals grouped per cell, then per column only the stretch of each cell's order its fresh band
+    holds (ranked by a window function), so a few hundred rows a cell reach Python instead of all
+    of them. Both read the group's cell numbers (those of `only`, if given) in
+    measurement_cell_key_covering, index-only. Rows of submissions that started waiting after
+    `waiting` was read are left out, so that they stay for the next refresh and are never counted
+    twice; every statement sees the same rows (the group's lock keeps refreshes and moderation out,
+    a late submission is left out by each)."""
     names: dict[int, CellName] = {
         number: (variant, batch_size)
         for number, variant, batch_size in CellKey.objects.filter(**group.filter()).values_list(
@@ -111,36 +98,78 @@ def _read_group(group: Group, waiting: list[Any], only: set[CellName] | None = N
         if only is None or (variant, batch_size) in only
     }
     late = group.waiting_submissions().exclude(pk__in=waiting).values("pk")
-    per_cell = (
+    rows = (
         Measurement.objects.filter(cell_key__in=list(names))
         .exclude(excluded_reason=Measurement.Excluded.HIDDEN)
         .exclude(submission__in=late)
         .order_by()
-        .values("cell_key")
+    )
+    totals = {
+        number: CellTotals(*counts)
+        for number, *counts in rows.values("cell_key")
         .annotate(
-            # as text in the database: canonical UUID text on PostgreSQL (stats.Ranked's tie-breaking
-            # key), converting millions of UUIDs in Python being most of a full pass's time at 1M
-            ids=ListAgg(Cast("submission_id", TextField()), filter=INCLUDED_IN_CELLS),
-            # named apart from the columns: the filter's speedup and baseline_tg_tps mean the columns
-            **{f"{column}_values": ListAgg(column, filter=INCLUDED_IN_CELLS) for column in stats.COLUMNS},
-            contributors=ListAgg("contributor_id", filter=INCLUDED_IN_CELLS),
+            n=Count("cell_key", filter=INCLUDED_IN_CELLS),
+            contributors=Count("contributor", distinct=True, filter=INCLUDED_IN_CELLS),
             n_correctness=Count("cell_key", filter=Q(excluded_reason=Measurement.Excluded.CORRECTNESS_FAILED)),
             n_degenerate=Count("cell_key", filter=Q(excluded_reason=Measurement.Excluded.DEGENERATE_OUTPUT)),
         )
-    )
-    read = Refreshed({}, replaced=list(names))
-    for row in per_cell:
-        ids = ListAgg.values(row["ids"])
-        columns = {
-            column: list(zip(ListAgg.values(row[f"{column}_values"]), ids, strict=True)) for column in stats.COLUMNS
+        .values_list("cell_key", "n", "contributors", "n_correctness", "n_degenerate")
+    }
+    ranges = {
+        number: {
+            column: stats.band_range(cell.n_submissions, ranks)
+            for column, ranks in stats.tracked_ranks(cell.n_submissions).items()
         }
-        totals = CellTotals(
-            len(ids), len(set(ListAgg.values(row["contributors"]))), row["n_correctness"], row["n_degenerate"]
-        )
-        state, bands = stats.tracked_and_bands(columns)
-        read.cells[names[row["cell_key"]]] = Cell(totals, state, {column: band for column, (band, _) in bands.items()})
-        read.band_rows += incremental.band_rows(row["cell_key"], bands)
+        for number, cell in totals.items()
+        if cell.n_submissions
+    }
+    stretches = _stretches(rows.filter(INCLUDED_IN_CELLS), ranges)
+    read = Refreshed({}, replaced=list(names))
+    for number, cell in totals.items():
+        state: stats.OrderState = {}
+        bands: dict[str, tuple[stats.Band, list[stats.Ranked]]] = {}
+        if cell.n_submissions:
+            for column, ranks in stats.tracked_ranks(cell.n_submissions).items():
+                stretch = stretches.get((number, column), [])
+                band, state[column] = stats.band_from(cell.n_submissions, ranges[number][column][0], stretch, ranks)
+                bands[column] = (band, stretch)
+        read.cells[names[number]] = Cell(cell, state, {column: band for column, (band, _) in bands.items()})
+        read.band_rows += incremental.band_rows(number, bands)
     return read
+
+
+def _stretches(
+    included: QuerySet[Measurement], ranges: dict[int, dict[str, tuple[int, int]]]
+) -> dict[tuple[int, str], list[stats.Ranked]]:
+    """Per (cell number, column), the cell's included elements ranked first to last (its entry
+    in `ranges`), in order: one statement per column, each ranking every cell's rows in the
+    database (ROW_NUMBER over the cell's order, ties broken by the submission) and returning only
+    those ranks."""
+    found: dict[tuple[int, str], list[stats.Ranked]] = {}
+    if not ranges:
+        return found
+    query = included.query
+    where, where_params = query.where.as_sql(query.get_compiler(connection=connection), connection)
+    quote = connection.ops.quote_name
+    table = quote(Measurement._meta.db_table)
+    columns = {field.name: f"{table}.{quote(field.column)}" for field in Measurement._meta.concrete_fields}
+    cell, submission = columns["cell_key"], columns["submission"]
+    for column in stats.COLUMNS:
+        value = columns[column]
+        bounds = [bound for number, ends in ranges.items() for bound in (number, *ends[column])]
+        statement = (
+            f"WITH bounds (cell_number, low_rank, high_rank) AS (VALUES {', '.join(['(%s, %s, %s)'] * len(ranges))}) "
+            f"SELECT ranked.cell_number, ranked.value, ranked.submission FROM (SELECT {cell} AS cell_number, "
+            f"{value} AS value, {submission} AS submission, ROW_NUMBER() OVER (PARTITION BY {cell} ORDER BY "
+            f"{value}, {submission}) AS position FROM {table} WHERE {where}) AS ranked JOIN bounds ON "
+            "ranked.cell_number = bounds.cell_number WHERE ranked.position BETWEEN bounds.low_rank AND "
+            "bounds.high_rank ORDER BY ranked.cell_number, ranked.position"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [*bounds, *where_params])
+            for number, element, key in cursor.fetchall():
+                found.setdefault((number, column), []).append((element, incremental.ranked_key(key)))
+    return found
 
 
 def _stored_cells(group: Group) -> dict[CellName, Cell] | None:

@@ -218,9 +218,23 @@ class Band:
 def band_of(ordered: Sequence[Ranked], ranks: Sequence[int]) -> tuple[Band, list[Ranked]]:
     """A fresh band of the sorted column around the 1-based `ranks`, and its elements."""
     n = len(ordered)
-    margin = band_margin(n)
-    first, last = max(1, min(ranks) - margin), min(n, max(ranks) + margin)
+    first, last = band_range(n, ranks)
     return Band(first - 1, n - last, ordered[first - 1], ordered[last - 1]), list(ordered[first - 1 : last])
+
+
+def band_range(n: int, ranks: Sequence[int]) -> tuple[int, int]:
+    """The 1-based ranks of a fresh band's ends among n elements, around the tracked `ranks`."""
+    margin = band_margin(n)
+    return max(1, min(ranks) - margin), min(n, max(ranks) + margin)
+
+
+def band_from(n: int, first: int, stretch: Sequence[Ranked], ranks: Sequence[int]) -> tuple[Band, list[Ranked]]:
+    """A fresh band from its elements alone: `stretch`, the sorted elements at ranks first,
+    first + 1, ... of n; and the elements at the tracked `ranks`, which it must hold."""
+    last = first + len(stretch) - 1
+    if not stretch or min(ranks) < first or max(ranks) > last or last > n:
+        raise StaleState(f"a stretch of ranks {first}..{last} of {n} does not hold the ranks {list(ranks)}")
+    return Band(first - 1, n - last, stretch[0], stretch[-1]), [stretch[rank - first] for rank in ranks]
 
 
 def band_with(band: Band, added: Sequence[Ranked]) -> tuple[Band, list[Ranked]]:

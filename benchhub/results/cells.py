@@ -196,16 +196,31 @@ def _stored_cells(group: Group) -> dict[CellName, Cell] | None:
 
 
 def _write_bands(refreshed: Refreshed) -> None:
-    """The bands' stored elements as the refresh left them."""
+    """The bands' stored elements as the refresh left them. On PostgreSQL the rows go in as four
+    arrays (unnest): a full read of a group writes ~12,000 at a million submissions, which cost
+    ~300 ms of Python as model instances."""
     if refreshed.replaced:
         CellBand.objects.filter(cell_key__in=refreshed.replaced).delete()
-    CellBand.objects.bulk_create(
-        [
+    if not refreshed.band_rows:
+        return
+    if connection.vendor != "postgresql":
+        CellBand.objects.bulk_create(
             CellBand(cell_key_id=cell_key, column_number=column, value=value, submission=key)
             for cell_key, column, (value, key) in refreshed.band_rows
-        ],
-        batch_size=10_000,
+        )
+        return
+    quote = connection.ops.quote_name
+    columns_of = {field.name: quote(field.column) for field in CellBand._meta.concrete_fields}
+    fields = ", ".join(columns_of[name] for name in ("cell_key", "column_number", "value", "submission"))
+    keys, columns, values, submissions = zip(
+        *((cell_key, column, value, key) for cell_key, column, (value, key) in refreshed.band_rows), strict=True
     )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(CellBand._meta.db_table)} ({fields}) "
+            "SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::float8[], %s::uuid[])",
+            [list(keys), list(columns), list(values), list(submissions)],
+        )
 
 
 def _cell(group: Group, name: CellName, cell: Cell) -> LeaderboardCell:

@@ -75,8 +75,8 @@ def recomputed_in_full(group: cells.Group) -> list[tuple[Any, ...]]:
 
 def assert_bands_hold(group: cells.Group) -> None:
     """Each cell's band in CellBand is exactly the stretch of each column's order its order_band
-    names (every stored element between its ends, below of them before it, above after), and holds
-    every tracked element."""
+    names (every stored element between its ends, below of them before it, above after), and its
+    tracked elements are those at their ranks in the stored rows, sorted here."""
     for cell in LeaderboardCell.objects.filter(**group.filter()):
         rows = Measurement.objects.filter(
             INCLUDED_IN_CELLS, **group.filter(), variant_name=cell.variant, batch_size=cell.batch_size
@@ -90,7 +90,8 @@ def assert_bands_hold(group: cells.Group) -> None:
             banded = CellBand.objects.filter(cell_key=number, column_number=stats.COLUMNS.index(column))
             assert sorted((value, str(key)) for value, key in banded.values_list("value", "submission")) == stretch
             assert (stretch[0], stretch[-1]) == (tuple(lo), tuple(hi))
-            assert all(tuple(element) in stretch for element in cell.order_state[column])
+            ranks = stats.tracked_ranks(len(ordered))[column]
+            assert [tuple(element) for element in cell.order_state[column]] == [ordered[rank - 1] for rank in ranks]
 
 
 def refresh_incrementally(group: cells.Group) -> None:
@@ -365,3 +366,23 @@ def test_it_reads_alone_the_cells_whose_bands_no_longer_serve_them(
         assert snapshot(group) == recomputed_in_full(group)
     assert subsets, "no band ran out"
     assert any(len(only) < LeaderboardCell.objects.filter(**group.filter()).count() for only in subsets)
+
+
+def test_a_full_read_takes_each_band_from_the_ranks_it_needs(
+    api: Api, crowd: list[envelope.Signer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With bands narrower than their cells, a full read's bands and tracked elements are still
+    exactly those of the rows sorted in full."""
+    monkeypatch.setattr(stats, "BAND_MIN_MARGIN", 0)
+    rng = random.Random(31)
+    for index in range(9):
+        submit(api, crowd[index % 3], rng)
+    group = cells.Group.of(Submission.objects.order_by("received_at").first())
+    cells.refresh_group(group, full=True)
+    assert_bands_hold(group)
+    narrower = [
+        band
+        for band in LeaderboardCell.objects.filter(**group.filter()).values_list("order_band", flat=True)
+        if any(below or above for below, above, _, _ in band.values())
+    ]
+    assert narrower, "every band was its whole cell"

@@ -148,8 +148,7 @@ def _stretches(
     found: dict[tuple[int, str], list[stats.Ranked]] = {}
     if not ranges:
         return found
-    query = included.query
-    where, where_params = query.where.as_sql(query.get_compiler(connection=connection), connection)
+    where, where_params = incremental.where_sql(included)
     quote = connection.ops.quote_name
     table = quote(Measurement._meta.db_table)
     columns = {field.name: f"{table}.{quote(field.column)}" for field in Measurement._meta.concrete_fields}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import connection
-from django.db.models import BooleanField, ExpressionWrapper
+from django.db.models import BooleanField, ExpressionWrapper, QuerySet
 
 from benchhub.results import stats
 from benchhub.results.models import INCLUDED_IN_CELLS, CellBand, Measurement
@@ -123,6 +123,13 @@ def _read_added(group: Group, waiting: list[Any]) -> dict[CellName, Added]:
     return added
 
 
+def where_sql(rows: QuerySet[Any]) -> tuple[str, list[Any]]:
+    """The WHERE clause of `rows` as SQL and its parameters, for a statement of our own."""
+    query = rows.query
+    where, params = query.where.as_sql(query.get_compiler(connection=connection), connection)
+    return where, list(params)
+
+
 class _StoredRows:
     """What an incremental refresh reads of a group's stored rows, in one statement: each lookup a
     probe of an index (LATERAL ... LIMIT keeps the planner from hashing the whole group instead).
@@ -136,8 +143,7 @@ class _StoredRows:
         self.prefix_params: list[Any] = [*waiting_params]
         # The cell's included rows, in the words of INCLUDED_IN_CELLS itself (the partial index's
         # condition: the planner uses it only where the query implies it).
-        query = Measurement.objects.filter(INCLUDED_IN_CELLS).query
-        where, self.rows_params = query.where.as_sql(query.get_compiler(connection=connection), connection)
+        where, self.rows_params = where_sql(Measurement.objects.filter(INCLUDED_IN_CELLS))
         self.table = connection.ops.quote_name(Measurement._meta.db_table)
         self.rows = (
             f"FROM {self.table} WHERE {where} AND {self.table}.cell_key_id = q.cell_key "

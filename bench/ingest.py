@@ -20,6 +20,7 @@ from bench import payloads
 from bench.client import post_bodies
 from bench.cpu import KINDS, CpuSample
 from bench.figures import percentile, report, summary
+from bench.relations import RelationCounters, RelationTraffic, traffic_lines
 from bench.stack import Stack, service_env
 
 
@@ -111,6 +112,7 @@ class RoundResult:
     latencies: list[float]
     drained_s: float
     io: IoCounters | None = None
+    relations: RelationTraffic | None = None
     cpu: dict[str, float] | None = None  # seconds by kind of process (bench/cpu.py), and the wall
 
     @property
@@ -130,10 +132,13 @@ class RoundResult:
 
 def measured_io(database_url: str, measure: Any, *args: Any) -> RoundResult:
     """A round with the I/O counters' and the CPU time's growth over it."""
+    relations_before = RelationCounters.now(database_url)
     before, cpu_before = IoCounters.now(database_url), CpuSample.now()
     result: RoundResult = measure(*args)
     result.cpu = CpuSample.now().since(cpu_before)
+    relations_after = RelationCounters.now(database_url)
     result.io = IoCounters.now(database_url) - before
+    result.relations = relations_after.since(relations_before, database_url)
     return result
 
 
@@ -273,8 +278,15 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
         "  (WAL is the server's: other databases' writes count too; blocks read: this database's, from "
         "outside shared_buffers, so from the OS cache or the disk; blocks hit: found in shared_buffers)",
         *cpu_lines(http_rounds, floors),
+        *relation_lines("HTTP round", http_rounds),
+        *relation_lines("floor round", floors),
     ]
     report("ingest (issue 6 target 1)", lines)
+
+
+def relation_lines(title: str, rounds: list[RoundResult]) -> list[str]:
+    measured = [(r.relations, r.accepted) for r in rounds if r.relations is not None]
+    return traffic_lines(title, measured) if measured else []
 
 
 def register_in_process(client: Any, bench_crowd: Crowd, prefix: str) -> None:

@@ -273,7 +273,9 @@ class CellKey(CellName):
     six columns naming the cell (~60 of ~90 bytes an entry; docs/performance.md, section 2). Never
     deleted but with its campaign, so a number once given stays valid."""
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: cell_key_unique leads with it (with one, the planner read a group's
+    # numbers by the campaign alone, every cell of the campaign).
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
 
     class Meta:
         constraints = (CellName.unique("cell_key_unique"),)
@@ -290,16 +292,26 @@ class Measurement(models.Model):
         HIDDEN = "hidden"
         NONSTANDARD_SWEEP = "nonstandard_sweep"
 
-    # No index of their own (each single-column index cost ~1 kB a submission and its upkeep at
-    # ingest): measurement_unique leads with the submission. Nor the campaign: one with submissions
-    # cannot be deleted (they PROTECT it) and so has no measurements to find, and one without costs
-    # its delete's checks a scan of this table (an administrator's rare act).
+    # No index of its own (each single-column index cost ~1 kB a submission and its upkeep at
+    # ingest): measurement_unique leads with the submission.
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements", db_index=False)
     variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
-    contributor = models.ForeignKey(Contributor, on_delete=models.CASCADE, related_name="+")
+    # The campaign, the contributor and the cell are copies: of the submission's campaign and
+    # contributor, which PROTECT theirs from deletion while it exists, and of the cell's number,
+    # which lives as long as its campaign. So they are references without a constraint of the
+    # database's own: each constraint cost the ingest a check per row at commit (~5.5 µs each, 0.45
+    # ms a submission for the three) and a share lock on the row referenced, which writes that row's
+    # page: every ingest rewrote the keys of its 27 cells (docs/performance.md, section 1). Nothing
+    # is deleted through them (DO_NOTHING): a row that names one names a submission that keeps it.
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.DO_NOTHING, related_name="+", db_index=False, db_constraint=False
+    )
+    # Its index serves the measurements list filtered by contributor.
+    contributor = models.ForeignKey(Contributor, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False)
     # No index of its own: the refresh's indexes lead with it.
-    cell_key = models.ForeignKey(CellKey, on_delete=models.CASCADE, related_name="+", db_index=False)
+    cell_key = models.ForeignKey(
+        CellKey, on_delete=models.DO_NOTHING, related_name="+", db_index=False, db_constraint=False
+    )
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
     quant = models.CharField(max_length=32)
@@ -350,7 +362,8 @@ class LeaderboardCell(CellName):
     """The aggregate of PROTOCOL.md section 5 for one (campaign, chip, gpu_cores, quant, variant,
     batch size); recomputed by Celery only for the cells a submission touches."""
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="cells")
+    # No index of its own: leaderboard_cell_unique leads with it.
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="cells", db_index=False)
     baseline_tg_tps = models.FloatField(null=True)
     tg_tps = models.FloatField(null=True)
     speedup = models.FloatField(null=True)

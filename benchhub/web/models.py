@@ -19,7 +19,8 @@ class ReferenceRow(models.Model):
     """One published decode measurement (baseline → variant at one batch size): not signed by
     anyone benchhub knows, so it is labelled "published, not signed" wherever it shows."""
 
-    campaign_slug = models.SlugField(max_length=64)
+    # No index of its own: the unique constraint and the (campaign_slug, chip) index lead with it.
+    campaign_slug = models.SlugField(max_length=64, db_index=False)
     chip = models.CharField(max_length=100)
     gpu_cores = models.PositiveIntegerField(null=True, blank=True)
     machine_label = models.CharField(max_length=100)

@@ -1,8 +1,9 @@
-"""Migrations that must not lock or rewrite the big tables, run against PostgreSQL."""
+"""Migrations that must not lock or rewrite the big tables, and the indexes they leave, run against
+PostgreSQL."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from benchhub_agent import envelope
@@ -188,3 +189,93 @@ def test_0014_keys_the_covering_index_by_cell_number_and_goes_back(api: Api, ada
         migrate_to(latest)
     cells.refresh_all_cells()  # reads every group in full through the new index
     assert stored_cells() == computed
+
+
+COPIED_REFERENCES = {
+    "results_measurement_campaign_id_f7356abb_fk_results_campaign_id",
+    "results_measurement_contributor_id_44ee0854_fk_accounts_",
+    "results_measurement_cell_key_id_77e6ced7_fk_results_cellkey_id",
+}
+CAMPAIGN_INDEXES = {"results_cellkey_campaign_id_61953458", "results_leaderboardcell_campaign_id_dbaef5a3"}
+
+
+def measurement_constraints() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'results_measurement'::regclass")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def index_names() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def test_0016_drops_the_copied_references_constraints_and_goes_back(api: Api, ada: envelope.Signer) -> None:
+    """The measurement's copies of its submission's campaign and contributor, and its cell's number,
+    lose their constraints (the submission's and the variant's stay); going back adds them again,
+    checked against every stored row. The ingest and a full refresh work on both sides."""
+    assert api.submit(build_payload(), ada).status_code == 201
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("results")[0][1]
+    try:
+        migrate_to("0015_cell_bands")
+        before = measurement_constraints()
+        assert before >= COPIED_REFERENCES
+        assert index_names() >= CAMPAIGN_INDEXES
+        assert api.submit(build_payload(), ada).status_code == 201
+        migrate_to("0016_denormalised_references_unconstrained")
+        assert before - measurement_constraints() == COPIED_REFERENCES
+        assert not CAMPAIGN_INDEXES & index_names()
+        assert measurement_constraints() >= {
+            "measurement_unique",
+            "results_measurement_submission_id_4696d079_fk_results_s",
+        }
+        migrate_to("0015_cell_bands")
+        assert measurement_constraints() == before
+    finally:
+        migrate_to(latest)
+    assert api.submit(build_payload(), ada).status_code == 201
+    cells.refresh_all_cells()
+    assert set(LeaderboardCell.objects.values_list("n_submissions", flat=True)) == {3}
+
+
+class IndexKeys(NamedTuple):
+    table: str
+    name: str
+    columns: list[int]  # key columns by number (0: an expression), not the INCLUDE ones
+    classes: list[int]  # their operator classes
+    plain: bool  # no uniqueness, condition or expression of its own
+    whole: bool  # no condition: it holds every row
+
+
+def test_no_index_repeats_the_start_of_another() -> None:
+    """An index whose key columns begin another's, in the same order, serves no lookup that the
+    longer one does not (unless it enforces uniqueness, or it or the longer one is partial or
+    indexes an expression), costs every insert its upkeep and can mislead the planner: the cell
+    keys' index on the campaign made it read every cell key of the campaign to number one group's."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT t.relname, i.relname, string_to_array(x.indkey::text, ' ')::int[], x.indnkeyatts, "
+            "string_to_array(x.indclass::text, ' ')::oid[], "
+            "NOT x.indisunique AND x.indpred IS NULL AND x.indexprs IS NULL, x.indpred IS NULL "
+            "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = 'public' "
+            "AND split_part(t.relname, '_', 1) IN ('results', 'accounts', 'web')"
+        )
+        indexes = [
+            IndexKeys(table, name, columns[:count], classes, plain, whole)
+            for table, name, columns, count, classes, plain, whole in cursor.fetchall()
+        ]
+    assert len(indexes) > 30
+    repeated = [
+        (short.name, long.name)
+        for short in indexes
+        for long in indexes
+        if short.table == long.table
+        and short.plain
+        and long.whole
+        and len(short.columns) < len(long.columns)
+        and long.columns[: len(short.columns)] == short.columns
+        and long.classes[: len(short.classes)] == short.classes
+    ]
+    assert not repeated, "\n".join(map(str, repeated))

@@ -22,6 +22,7 @@ from bench.cpu import KINDS, CpuSample
 from bench.figures import percentile, report, summary
 from bench.relations import RelationCounters, RelationTraffic, traffic_lines
 from bench.stack import Stack, service_env
+from bench.vacuum import autovacuum_stand_in
 
 
 @dataclass
@@ -94,7 +95,7 @@ class IoCounters:
         )
 
 
-SERVER_SETTINGS = ("shared_buffers", "max_wal_size", "checkpoint_timeout", "wal_compression")
+SERVER_SETTINGS = ("shared_buffers", "max_wal_size", "checkpoint_timeout", "wal_compression", "autovacuum")
 
 
 def server_settings(database_url: str) -> str:
@@ -237,7 +238,10 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
     stack.start()
     try:
         register_over_http(stack.base, bench_crowd.signers)
-        with psycopg.connect(database_url, autocommit=True) as floor_connection:
+        with (
+            autovacuum_stand_in(database_url) as stand_in,
+            psycopg.connect(database_url, autocommit=True) as floor_connection,
+        ):
             for _ in range(rounds):
                 http_rounds.append(
                     measured_io(database_url, http_round, stack.port, bench_crowd.bodies(per_round), clients)
@@ -253,6 +257,7 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
         "+ PostgreSQL, a Celery worker (--concurrency 2, as in docker-compose.yml) refreshing cells meanwhile; "
         "the clients share the same 2 cores",
         server_settings(database_url),
+        *([stand_in.line()] if stand_in else []),
         f"accepted/s (HTTP):      {summary([r.rate for r in http_rounds])}",
         f"p50 latency ms (HTTP):  {summary([1000 * percentile(r.latencies, 0.5) for r in http_rounds])}",
         f"p99 latency ms (HTTP):  {summary([1000 * percentile(r.latencies, 0.99) for r in http_rounds])}",

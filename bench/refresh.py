@@ -14,9 +14,19 @@ import time
 from bench.cpu import process_seconds
 from bench.figures import percentile, report, summary
 from bench.stack import ROOT
+from bench.vacuum import autovacuum_stand_in
 
 
 def run(samples: int) -> None:
+    with autovacuum_stand_in(os.environ["DATABASE_URL"]) as stand_in:
+        lines = _measure(samples)
+    report(
+        "cell refresh of an arriving submission's group (issue 6 target 2), in process",
+        [*lines, *([stand_in.line()] if stand_in else [])],
+    )
+
+
+def _measure(samples: int) -> list[str]:
     """What the Celery task does when a submission arrives: one new submission ingested in process
     (not timed), then its group's refresh timed (incremental: its rows merged into the stored cells,
     and any cell whose band ran out read in full alone). Then the same groups read in full (what
@@ -59,22 +69,19 @@ def run(samples: int) -> None:
         full_server.append(1000 * (process_seconds(backend) - server_started))
     Redis.from_url(settings.REDIS_URL).delete(settings.CELERY_TASK_DEFAULT_QUEUE)  # no worker consumes it
     submissions_per_group = total / max(1, _group_count())
-    report(
-        "cell refresh of an arriving submission's group (issue 6 target 2), in process",
-        [
-            f"{total} stored submissions (~{submissions_per_group:.0f} per group); {len(times)} submissions "
-            f"ingested one after another, each group then refreshed, {summary(counts)} cells each",
-            f"incremental (the worker's task): ms p50 {percentile(times, 0.5):.1f}  "
-            f"p95 {percentile(times, 0.95):.1f}  max {max(times):.1f}; this process's CPU p50 "
-            f"{percentile(cpu, 0.5):.1f} ms, its PostgreSQL process's CPU mean {statistics.fmean(server):.1f} ms; "
-            f"{read_alone.cells} cell(s) read in full in {read_alone.refreshes} refresh(es), their bands run out",
-            f"full read of the same groups:    ms p50 {percentile(full_times, 0.5):.1f}  "
-            f"p95 {percentile(full_times, 0.95):.1f}  max {max(full_times):.1f}; this process's CPU p50 "
-            f"{percentile(full_cpu, 0.5):.1f} ms, its PostgreSQL process's CPU mean "
-            f"{statistics.fmean(full_server):.1f} ms",
-            "  (the server's CPU is counted in ticks of 10 ms: a mean over many refreshes, not a p50)",
-        ],
-    )
+    return [
+        f"{total} stored submissions (~{submissions_per_group:.0f} per group); {len(times)} submissions "
+        f"ingested one after another, each group then refreshed, {summary(counts)} cells each",
+        f"incremental (the worker's task): ms p50 {percentile(times, 0.5):.1f}  "
+        f"p95 {percentile(times, 0.95):.1f}  max {max(times):.1f}; this process's CPU p50 "
+        f"{percentile(cpu, 0.5):.1f} ms, its PostgreSQL process's CPU mean {statistics.fmean(server):.1f} ms; "
+        f"{read_alone.cells} cell(s) read in full in {read_alone.refreshes} refresh(es), their bands run out",
+        f"full read of the same groups:    ms p50 {percentile(full_times, 0.5):.1f}  "
+        f"p95 {percentile(full_times, 0.95):.1f}  max {max(full_times):.1f}; this process's CPU p50 "
+        f"{percentile(full_cpu, 0.5):.1f} ms, its PostgreSQL process's CPU mean "
+        f"{statistics.fmean(full_server):.1f} ms",
+        "  (the server's CPU is counted in ticks of 10 ms: a mean over many refreshes, not a p50)",
+    ]
 
 
 class _CellsReadInFull(logging.Handler):

@@ -173,11 +173,17 @@ def generate(database_url: str, target: int, processes: int = 2) -> None:
 
 
 def _refresh(what: str) -> None:
+    from django.db import connection
+
     from benchhub.results import cells
+    from benchhub.results.models import CellBand, LeaderboardCell
 
     started = time.perf_counter()
     refreshed = cells.refresh_all_cells()
     print(f"   state: {what}; refreshed {refreshed} cells in {time.perf_counter() - started:.1f} s", flush=True)
+    # The pass rewrote every cell and band: leave them as autovacuum would (bench/vacuum.py).
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM (ANALYZE) {LeaderboardCell._meta.db_table}, {CellBand._meta.db_table}")
 
 
 CLONE_STEPS = (

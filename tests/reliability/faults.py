@@ -20,7 +20,7 @@ import requests
 
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, Submission
-from tests.conftest import build_payload, persona, registration_envelope, submission_envelope
+from tests.conftest import build_payload, cell_content_fields, persona, registration_envelope, submission_envelope
 from tests.server.test_processes import ROOT, Stack, free_port, start_web, wait_for
 
 SIGNERS = ("ada", "bob", "cole", "dina")
@@ -225,13 +225,8 @@ def all_refreshed(ids: list[str]) -> bool:
     return not Submission.objects.filter(id__in=ids, cells_refreshed_at__isnull=True).exists()
 
 
-# Everything a cell holds but its id and write marks: the statistics, the counts and the elements an
-# incremental refresh starts from.
-CELL_FIELDS = tuple(
-    field.attname
-    for field in LeaderboardCell._meta.concrete_fields
-    if field.name != "id" and field.name not in LeaderboardCell.WRITE_MARKS
-)
+# The statistics, the counts and the elements an incremental refresh starts from, with the cell's name.
+CELL_FIELDS = cell_content_fields()
 CELL_NAME = ("campaign_id", "chip", "gpu_cores", "quant", "variant", "batch_size")
 
 
@@ -245,7 +240,20 @@ def assert_cells_match_a_recomputation(expected_submissions: int) -> None:
     assert served, "no cells were served"
     assert sum(row["n_submissions"] for key, row in served.items() if key[4:] == ("01", 1)) == expected_submissions
     cells.refresh_all_cells()
-    assert served == served_cells()
+    recomputed = served_cells()
+    differing = {
+        key: {
+            name: (value, recomputed.get(key, {}).get(name))
+            for name, value in row.items()
+            if value != recomputed.get(key, {}).get(name)
+        }
+        for key, row in served.items()
+        if row != recomputed.get(key)
+    }
+    missing = sorted(set(recomputed) - set(served), key=repr)
+    assert not differing and not missing, (
+        f"served (left) against recomputed (right): {differing}; only recomputed: {missing}"
+    )
 
 
 __all__ = ["ROOT", "Stack", "start_web", "wait_for"]

@@ -1,8 +1,8 @@
-"""Issue 7, item 10: sustained mixed reads and writes at half the measured ingest capacity, with
-memory and latency sampled per window. BENCHHUB_LOAD_MINUTES sets the length (default 5; the issue
-asks for 30: run with BENCHHUB_LOAD_MINUTES=30). Asserted: no error at all and resident memory that
-does not keep growing; latencies and the refresh backlog are printed for docs/reliability.md, not
-asserted (timings are never asserted)."""
+"""Issue 7, item 10: sustained mixed reads and writes at half the measured capacity of that mix
+(its writes and their reads), with memory and latency sampled per window. BENCHHUB_LOAD_MINUTES
+sets the length (default 5; the issue asks for 30: run with BENCHHUB_LOAD_MINUTES=30). Asserted:
+no error at all and resident memory that does not keep growing; latencies and the refresh backlog
+are printed for docs/reliability.md, not asserted (timings are never asserted)."""
 
 from __future__ import annotations
 
@@ -48,40 +48,48 @@ class Window:
     errors: list[str] = field(default_factory=list)
 
 
+def is_write(number: int) -> bool:
+    return number % 3 == 0
+
+
+def send(stack: Stack, number: int) -> requests.Response:
+    """Request `number` of the mix: a signed submission, then two reads, in turn."""
+    if is_write(number):
+        return stack.post("/api/v1/submissions/", numbered_envelope(number))
+    return requests.get(stack.base + READS[number % len(READS)], timeout=30)
+
+
 def timed(stack: Stack, window: Window, lock: threading.Lock, number: int, scheduled: float) -> None:
     """Latency counts from when the request was due, so time spent waiting for a free client counts
     too (a slow server cannot hide behind a generator that slowed down with it)."""
-    started = scheduled
     try:
-        if number % 3 == 0:
-            answer = stack.post("/api/v1/submissions/", numbered_envelope(number))
-            kind = window.writes
-        else:
-            answer = requests.get(stack.base + READS[number % len(READS)], timeout=30)
-            kind = window.reads
-        ok = answer.status_code < 400
-    except requests.RequestException as error:
-        ok, kind, answer = False, window.reads, None
-        window.errors.append(repr(error))
+        answer = send(stack, number)
+        error = f"{answer.status_code} {answer.text[:100]}" if answer.status_code >= 400 else None
+    except requests.RequestException as refused:
+        error = repr(refused)
     with lock:
-        kind.append(time.monotonic() - started)
-        if not ok and answer is not None:
-            window.errors.append(f"{answer.status_code} {answer.text[:100]}")
+        (window.writes if is_write(number) else window.reads).append(time.monotonic() - scheduled)
+        if error is not None:
+            window.errors.append(error)
 
 
 def measure_capacity(stack: Stack, seconds: float = 15) -> float:
-    """Writes per second with four clients posting back to back."""
-    done, counter, lock = time.monotonic() + seconds, [10**6], threading.Lock()
+    """Writes per second of the mix itself (each with its two reads), four clients sending back to
+    back: the reads cost the 2 cores too, so half of a capacity measured on writes alone is more than
+    the machine can serve once the reads are added (26 writes/s and 53 reads/s on a machine whose
+    writes alone reach 53/s left every window's answers seconds late)."""
+    done, counter, lock = time.monotonic() + seconds, [3 * 10**6], threading.Lock()
 
     def client() -> int:
-        sent = 0
+        writes = 0
         while time.monotonic() < done:
             with lock:
                 counter[0] += 1
                 number = counter[0]
-            assert stack.post("/api/v1/submissions/", numbered_envelope(number)).status_code == 201
-            sent += 1
-        return sent
+            answer = send(stack, number)
+            assert answer.status_code < 400, f"{answer.status_code} {answer.text[:200]}"
+            writes += is_write(number)
+        return writes
 
     with ThreadPoolExecutor(4) as pool:
         return sum(pool.map(lambda _: client(), range(4))) / seconds
@@ -100,8 +108,11 @@ def test_it_holds_memory_flat_under_sustained_mixed_load(fault_stack: Stack) -> 
     fault_stack.start("beat")
     register_signers(fault_stack)
     capacity = measure_capacity(fault_stack)
-    rate = capacity / 2 * 3  # requests per second: half the write capacity, with two reads per write
-    print(f"ingest capacity {capacity:.1f} writes/s; load {capacity / 2:.1f} writes/s + {capacity:.1f} reads/s")
+    rate = capacity / 2 * 3  # requests per second: half the mix's capacity, two reads per write
+    print(
+        f"capacity of the mix {capacity:.1f} writes/s + {2 * capacity:.1f} reads/s;"
+        f" load {capacity / 2:.1f} writes/s + {capacity:.1f} reads/s"
+    )
     web_pid = fault_stack.processes["web"].pid
     windows: list[tuple[Window, int, int]] = []
     lock = threading.Lock()

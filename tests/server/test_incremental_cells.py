@@ -17,18 +17,12 @@ from django.test.utils import CaptureQueriesContext
 from benchhub.accounts.models import Contributor
 from benchhub.results import cells, incremental, moderation, stats
 from benchhub.results.models import INCLUDED_IN_CELLS, CellBand, CellKey, LeaderboardCell, Measurement, Submission
-from tests.conftest import Api, build_payload, persona
+from tests.conftest import Api, build_payload, cell_content_fields, persona
 
 pytestmark = pytest.mark.django_db
 
-# Everything a cell holds but its id, write marks, band and group (every cell compared is of one
-# group). A band depends on the order values arrived in: bands_hold checks it instead.
-CELL_FIELDS = tuple(
-    field.attname
-    for field in LeaderboardCell._meta.concrete_fields
-    if field.name
-    not in {"id", "campaign", "chip", "gpu_cores", "quant", *LeaderboardCell.WRITE_MARKS, *LeaderboardCell.BOOKKEEPING}
-)
+# What a cell holds but its group (every cell compared is of one group); bands_hold checks the bands.
+CELL_FIELDS = cell_content_fields("campaign", "chip", "gpu_cores", "quant")
 
 
 @pytest.fixture

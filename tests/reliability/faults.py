@@ -21,6 +21,7 @@ import requests
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, Submission
 from tests.conftest import build_payload, cell_content_fields, persona, registration_envelope, submission_envelope
+from tests.server.test_incremental_cells import assert_bands_hold
 from tests.server.test_processes import ROOT, Stack, free_port, start_web, wait_for
 
 SIGNERS = ("ada", "bob", "cole", "dina")
@@ -235,10 +236,13 @@ def served_cells() -> dict[tuple[Any, ...], dict[str, Any]]:
 
 
 def assert_cells_match_a_recomputation(expected_submissions: int) -> None:
-    """The cells as the workers left them (incremental refreshes) equal a full recomputation."""
+    """The cells as the workers left them (incremental refreshes) equal a full recomputation, and
+    each band is the stretch of its column's order that the cell says it is."""
     served = served_cells()
     assert served, "no cells were served"
     assert sum(row["n_submissions"] for key, row in served.items() if key[4:] == ("01", 1)) == expected_submissions
+    for group in {cells.Group(*key[:4]) for key in served}:
+        assert_bands_hold(group)
     cells.refresh_all_cells()
     recomputed = served_cells()
     differing = {

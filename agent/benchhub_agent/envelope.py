@@ -22,7 +22,9 @@ import rfc8785
 
 REGISTRATION_TYPE = "application/vnd.benchhub.registration.v1+json"
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
-PAYLOAD_TYPES = (REGISTRATION_TYPE, SUBMISSION_TYPE)
+# A contributor takes back one of their own submissions (docs/api.md): signed by the key that signed it.
+WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
+PAYLOAD_TYPES = (REGISTRATION_TYPE, SUBMISSION_TYPE, WITHDRAWAL_TYPE)
 
 MAX_SAFE_INTEGER = 2**53 - 1
 # Deeper than any honest payload (submission nests 5 levels) yet far below Python's recursion limit.

@@ -1,5 +1,5 @@
-"""On PostgreSQL the database itself refuses to change or delete a stored envelope, so no code path
-(admin, shell, a bug) can rewrite what a contributor signed."""
+"""The campaigns from their definitions; and on PostgreSQL the database itself refuses to change or
+delete a stored envelope, so no code path (admin, shell, a bug) can rewrite what a contributor signed."""
 
 from django.db import migrations
 
@@ -18,17 +18,26 @@ DROP FUNCTION IF EXISTS results_rawenvelope_immutable();
 """
 
 
-def create(apps, schema_editor):
+def sync(apps, schema_editor):
+    from benchhub.results.campaigns import sync_campaigns
+
+    sync_campaigns(apps.get_model("results", "Campaign"))
+
+
+def create_trigger(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(CREATE)
 
 
-def drop(apps, schema_editor):
+def drop_trigger(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(DROP)
 
 
 class Migration(migrations.Migration):
-    dependencies = [("results", "0002_campaigns")]
+    dependencies = [("results", "0001_initial")]
 
-    operations = [migrations.RunPython(create, drop)]
+    operations = [
+        migrations.RunPython(sync, migrations.RunPython.noop),
+        migrations.RunPython(create_trigger, drop_trigger),
+    ]

@@ -24,16 +24,6 @@ PERSONAS = ("ada", "bob", "cole", "dina", "eve")
 TgTable = Mapping[str, Mapping[int, list[float]]]
 
 
-def cell_content_fields(*also_leaving_out: str) -> tuple[str, ...]:
-    """What a cell holds, to compare an incremental refresh with a full read: every column but its
-    id, its write marks and its band's bookkeeping (where a refresh finds the neighbours it steps
-    through, which depends on the order values arrived in; test_incremental_cells checks bands)."""
-    from benchhub.results.models import LeaderboardCell
-
-    leaving_out = {"id", *LeaderboardCell.WRITE_MARKS, *LeaderboardCell.BOOKKEEPING, *also_leaving_out}
-    return tuple(field.attname for field in LeaderboardCell._meta.concrete_fields if field.name not in leaving_out)
-
-
 def persona(name: str) -> envelope.Signer:
     """The same key for the same name in every run."""
     return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-test-persona:{name}".encode()).digest())
@@ -121,7 +111,7 @@ def build_payload(
         }
         for name in tg
     ]
-    statuses = {name: "pass" for name in tg if name != "upstream"} | dict(correctness or {})
+    statuses = {name: "pass" for name in tg} | dict(correctness or {})
     payload["correctness"] = [
         {
             "variant": name,

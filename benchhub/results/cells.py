@@ -176,11 +176,20 @@ def all_groups() -> list[Group]:
 
 
 def refresh_all_cells() -> int:
-    """Recompute every group's cells, one group at a time (memory bounded by the largest group)."""
+    """Recompute every group's cells, one group at a time (memory bounded by the largest group),
+    and drop cells of no group."""
     count = 0
-    for group in all_groups():
+    groups = all_groups()
+    for group in groups:
         try:
             count += refresh_group(group)
         except Exception:  # one group's failure must not stop the others'; the sweeper retries it
             logger.exception("could not refresh %s", group)
+    known = set(groups)
+    stray = (
+        LeaderboardCell.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "model_sha256").distinct()
+    )
+    for values in stray:
+        if Group(*values) not in known:
+            LeaderboardCell.objects.filter(**Group(*values).filter()).delete()
     return count

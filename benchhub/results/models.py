@@ -155,7 +155,7 @@ class Submission(models.Model):
         )
         indexes = (
             models.Index(fields=["cells_refreshed_at", "received_at"]),
-            models.Index(fields=["chip", "quant", "-received_at"], name="submission_chip_quant_newest"),
+            models.Index(fields=["chip", "quant", "-received_at", "-id"], name="submission_chip_quant_newest"),
         )
 
     def __str__(self) -> str:
@@ -284,7 +284,7 @@ class Measurement(models.Model):
         DEGENERATE_OUTPUT = "degenerate_output"
         RUN_STATE = "run_state"
         # Left out and counted nowhere: it measured something else, too little, or was taken back.
-        NONSTANDARD = "nonstandard"
+        NONSTANDARD = "nonstandard_sweep"
         WITHDRAWN = "withdrawn"
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements", db_index=False)

@@ -35,7 +35,7 @@ class SubmissionCreatedSerializer(serializers.Serializer[Any]):
 
 class WithdrawnSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
-    status = serializers.ChoiceField(choices=["withdrawn"])
+    status = serializers.CharField(help_text="withdrawn")
     withdrawn_at = serializers.DateTimeField()
 
 

@@ -203,7 +203,10 @@ def home(request: HttpRequest) -> HttpResponse:
     cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
-        "home", (campaign, variant, model, published), cells, lambda: _home_board(campaign, variant, model, published)
+        "home",
+        (campaign, variant, model.sha256 if model else None, published),  # its machine count moves with the cells
+        cells,
+        lambda: _home_board(campaign, variant, model, published),
     )
     context = {
         "page": Page("Leaderboard"),

@@ -17,11 +17,11 @@ from typing import Any
 
 import redis
 import requests
+from tests.server.test_incremental_cells import assert_bands_hold
 
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, Submission
 from tests.conftest import build_payload, cell_content_fields, persona, registration_envelope, submission_envelope
-from tests.server.test_incremental_cells import assert_bands_hold
 from tests.server.test_processes import ROOT, Stack, free_port, start_web, wait_for
 
 SIGNERS = ("ada", "bob", "cole", "dina")

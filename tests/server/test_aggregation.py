@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 from benchhub_agent import envelope
+from django.contrib.auth.models import AnonymousUser
 from django.core.management import call_command
 from django.utils import timezone
-
-from django.contrib.auth.models import AnonymousUser
 
 from benchhub.results import cells, moderation, tasks
 from benchhub.results.models import LeaderboardCell, Measurement, Submission

@@ -21,6 +21,8 @@ import base64
 import binascii
 import gzip
 import hashlib
+import io
+import itertools
 import json
 import math
 import sys
@@ -28,7 +30,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -159,7 +161,12 @@ def verify_envelope(envelope_text: str, keys: Mapping[str, bytes]) -> dict[str, 
         except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError):
             raise BadInput(f"the signature by key {signature['keyid'][:16]}... does not verify") from None
     try:
-        payload = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        text = body.decode("utf-8")
+        payload = json.loads(text, parse_constant=_no_constant)
+        if json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() != body:
+            # Not plain canonical JSON (RFC 8785 writes a few numbers and key orders unlike Python):
+            # at least make sure no key is repeated, which parsers resolve differently.
+            payload = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise BadInput("the signed payload is not UTF-8 JSON") from None
     if not isinstance(payload, dict):
@@ -182,35 +189,52 @@ class Submission:
 @dataclass
 class Snapshot:
     campaigns: dict[str, dict[str, Any]] = field(default_factory=dict)  # slug -> manifest
-    submissions: list[Submission] = field(default_factory=list)  # oldest first
-    failures: list[str] = field(default_factory=list)  # envelopes that do not verify, one line each
+    keys: dict[str, dict[str, bytes]] = field(default_factory=dict)  # handle -> keyid -> public key
+    submissions: Iterator[Submission] = field(default_factory=lambda: iter(()))  # verified as read, oldest first
+    failures: list[str] = field(default_factory=list)  # what did not verify, one line each (complete once read)
+
+
+def snapshot_lines(data: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a gzipped (or plain) JSON-lines file, one at a time."""
+    stream: gzip.GzipFile | io.BytesIO = io.BytesIO(data)
+    if data[:2] == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=stream)
+    try:
+        for raw in stream:
+            if raw.strip():
+                line = json.loads(raw)
+                if not isinstance(line, dict):
+                    raise BadInput("a snapshot line is not a JSON object")
+                yield line
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"the snapshot is not gzipped JSON lines: {exc}") from None
 
 
 def parse_snapshot(data: bytes) -> Snapshot:
-    """Read gzipped (or plain) JSON lines and verify every envelope; raises BadInput on a malformed file."""
-    while data[:2] == b"\x1f\x8b":  # a gzip file, possibly also sent with Content-Encoding: gzip
-        data = gzip.decompress(data)
-    try:
-        lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"the snapshot is not JSON lines: {exc}") from None
-    if not lines or lines[0].get("kind") != "snapshot" or lines[0].get("cells_version") != CELLS_VERSION:
+    """The header, campaigns and contributors at once; the submissions lazily (one payload in memory
+    at a time), each verified, those that fail listed in `failures` rather than yielded."""
+    lines = snapshot_lines(data)
+    header = next(lines, {})
+    if header.get("kind") != "snapshot" or header.get("cells_version") != CELLS_VERSION:
         raise BadInput(f"the first line must be the snapshot header with cells_version {CELLS_VERSION}")
-    snapshot, keys = Snapshot(), {}
-    raw_submissions = []
-    for line in lines[1:]:
-        kind = line.get("kind")
-        if kind == "campaign":
+    snapshot = Snapshot()
+    for line in lines:
+        if line.get("kind") == "campaign":
             snapshot.campaigns[line["manifest"]["slug"]] = line["manifest"]
-        elif kind == "contributor":
-            keys[line["handle"]] = contributor_keys(line, snapshot.failures)
-        elif kind == "submission":
-            raw_submissions.append(line)
+        elif line.get("kind") == "contributor":
+            snapshot.keys[line["handle"]] = contributor_keys(line, snapshot.failures)
         else:
-            raise BadInput(f"unknown line kind {kind!r}")
-    for line in raw_submissions:
+            snapshot.submissions = verified_submissions(itertools.chain([line], lines), snapshot)
+            break
+    return snapshot
+
+
+def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) -> Iterator[Submission]:
+    for line in lines:
+        if line.get("kind") != "submission":
+            raise BadInput(f"unexpected line kind {line.get('kind')!r} (campaigns, contributors, then submissions)")
         try:
-            payload = verify_envelope(line["envelope"], keys.get(line["contributor"], {}))
+            payload = verify_envelope(line["envelope"], snapshot.keys.get(line["contributor"], {}))
             if payload.get("campaign") not in snapshot.campaigns:
                 raise BadInput(f"its campaign {payload.get('campaign')!r} is not in the snapshot")
         except BadInput as exc:
@@ -219,9 +243,7 @@ def parse_snapshot(data: bytes) -> Snapshot:
         if line["state"] not in ("counted", "hidden", "withdrawn"):
             raise BadInput(f"submission {line['id']}: unknown state {line['state']!r}")
         received = datetime.fromisoformat(line["received_at"].replace("Z", "+00:00"))
-        snapshot.submissions.append(Submission(line["id"], line["contributor"], received, line["state"], payload))
-    snapshot.submissions.sort(key=lambda submission: submission.received_at)  # stable: file order on ties
-    return snapshot
+        yield Submission(line["id"], line["contributor"], received, line["state"], payload)
 
 
 def contributor_keys(line: Mapping[str, Any], failures: list[str]) -> dict[str, bytes]:
@@ -327,14 +349,15 @@ def run_state(payload: Mapping[str, Any]) -> bool:
 
 @dataclass
 class Cell:
-    model: str  # from the earliest-received submission with a row in the cell
+    received_at: datetime  # of the earliest submission with a row in the cell, which names its model
+    model: str
     quant: str
     values: dict[tuple[str, str, int | None, int], list[tuple[float, float]]] = field(default_factory=dict)
     excluded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
 
 
 def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
-    """Campaign slug -> its leaderboard rows, in the API's row shape."""
+    """Campaign slug -> its leaderboard rows, in the API's row shape; reads the submissions once."""
     cells: dict[CellKey, Cell] = {}
     for submission in snapshot.submissions:
         manifest = snapshot.campaigns[submission.payload["campaign"]]
@@ -343,10 +366,16 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
         payload, baseline = submission.payload, manifest["baseline"]
         machine, model = payload["machine"], payload["model"]
         unit = (submission.contributor, machine["chip"], machine["gpu_cores"], machine["memory_bytes"])
+        names = submission.received_at, model.get("label") or model["file_name"], model["file_type"]
+        reasons = {variant["name"]: exclusion(submission, variant["name"], baseline) for variant in payload["variants"]}
         for (variant, batch), (ratio, base) in paired_rows(payload, baseline).items():
             key = (manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], variant, batch)
-            cell = cells.setdefault(key, Cell(model.get("label") or model["file_name"], model["file_type"]))
-            reason = exclusion(submission, variant, baseline)
+            cell = cells.get(key)
+            if cell is None:
+                cell = cells[key] = Cell(*names)
+            elif names[0] < cell.received_at:  # a file out of order: the earliest still names the model
+                cell.received_at, cell.model, cell.quant = names
+            reason = reasons[variant]
             if reason:
                 cell.excluded[reason] += 1
             else:
@@ -450,12 +479,12 @@ def run(args: argparse.Namespace, report: TextIO) -> int:
     else:
         data = fetch(f"{args.server.rstrip('/')}/api/v1/snapshot/")
     snapshot = parse_snapshot(data)
+    boards = recompute(snapshot)
     if snapshot.failures:
         for failure in snapshot.failures:
             print(f"NOT VERIFIED {failure}", file=report)
         print(f"{len(snapshot.failures)} envelope(s) or key(s) do not verify; no cell was compared", file=report)
         return 2
-    boards = recompute(snapshot)
     if args.json:
         baselines = {slug: manifest["baseline"] for slug, manifest in snapshot.campaigns.items()}
         print(json.dumps([{"campaign": s, "baseline": baselines[s], "rows": rows} for s, rows in boards.items()]))

@@ -151,8 +151,9 @@ class SnapshotBuilder:
     def boards(self) -> dict[str, list[dict[str, Any]]]:
         script = load_script()
         snapshot = script.parse_snapshot(self.data())
+        boards = dict(script.recompute(snapshot))
         assert snapshot.failures == []
-        return dict(script.recompute(snapshot))
+        return boards
 
     def cell(self, variant: str = "01", batch: int = 1, **key: Any) -> dict[str, Any]:
         """The one recomputed row of (variant, batch) matching `key` (chip, model_sha256, ...)."""

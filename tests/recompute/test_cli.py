@@ -3,7 +3,9 @@ served by a loopback http.server thread (the live-server test against benchhub i
 
 from __future__ import annotations
 
+import base64
 import copy
+import gzip
 import json
 import socket
 import subprocess
@@ -244,3 +246,52 @@ def test_json_with_a_server_keeps_stdout_json(live: FakeServer, capsys: pytest.C
     out, err = capsys.readouterr()
     assert json.loads(out)[0]["rows"] == snap.boards()[SLUG]
     assert err.splitlines()[-1] == "4 cells, 1 differ"
+
+
+def test_a_file_out_of_order_or_not_gzipped_reads_the_same(tmp_path: Path) -> None:
+    snap = SnapshotBuilder()
+    snap.add("ada", payload(ratio_tg(1.2), model={"label": "earliest"}))
+    snap.add("bob", payload(ratio_tg(1.4), model={"label": "later"}))
+    snap.lines.reverse()  # bob's line first, though received a second after ada's
+    rows = snap.boards()[SLUG]
+    assert {row["model"] for row in rows} == {"earliest"}
+    plain = rc.parse_snapshot(gzip.decompress(snap.data()))
+    assert rc.recompute(plain)[SLUG] == rows
+
+
+def test_lines_out_of_their_sections_are_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = three_machines()
+    lines = [json.loads(line) for line in gzip.decompress(snap.data()).splitlines()]
+    lines.append(lines.pop(1))  # the campaign after the submissions
+    path = tmp_path / "s.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n".join(json.dumps(line).encode() for line in lines)))
+    code, out = run_main(capsys, "--snapshot", str(path))
+    assert code == 2 and out == [
+        "bad input: unexpected line kind 'campaign' (campaigns, contributors, then submissions)"
+    ]
+
+
+def test_signed_bytes_that_repeat_a_key_are_refused_and_other_canonical_numbers_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snap = SnapshotBuilder()
+    small = payload(ratio_tg(1.2))
+    small["generation"][0]["repetition_score"] = 1e-05  # RFC 8785 writes 0.00001, Python 1e-05
+    snap.add("ada", small)
+    line = snap.add("bob", payload(ratio_tg(1.4)))
+    body = json.dumps(payload(ratio_tg(1.4)), sort_keys=True, separators=(",", ":")).encode()
+    body = b'{"campaign":"few-row-mma",' + body[1:]  # signed, but parsers disagree on which campaign it is
+    signature = persona("bob").signing_key.sign(rc.pae(rc.SUBMISSION_TYPE, body)).signature
+    line["envelope"] = json.dumps(
+        {
+            "payloadType": rc.SUBMISSION_TYPE,
+            "payload": base64.b64encode(body).decode(),
+            "signatures": [{"keyid": persona("bob").keyid, "sig": base64.b64encode(signature).decode()}],
+        }
+    )
+    code, out = run_main(capsys, "--snapshot", str(snap.write(tmp_path)))
+    assert code == 2
+    assert out == [
+        f"NOT VERIFIED submission {line['id']} by bob: the payload repeats a key",
+        "1 envelope(s) or key(s) do not verify; no cell was compared",
+    ]

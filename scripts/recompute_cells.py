@@ -39,6 +39,7 @@ import nacl.exceptions
 import nacl.signing
 
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
+WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
 CELLS_VERSION = 2
 REASONS = ("hidden", "correctness_failed", "correctness_not_run", "degenerate_output", "run_state")
 COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
@@ -138,15 +139,15 @@ def _no_constant(name: str) -> Any:
     raise BadInput(f"the payload holds {name}, which is not JSON")
 
 
-def verify_envelope(envelope_text: str, keys: Mapping[str, bytes]) -> dict[str, Any]:
-    """The payload of a submission envelope, once every signature by one of `keys` (keyid -> public key)
-    verifies over the exact payload bytes, and at least one does."""
+def verify_envelope(envelope_text: str, keys: Mapping[str, bytes], kind: str = SUBMISSION_TYPE) -> dict[str, Any]:
+    """The payload of an envelope of type `kind`, once every signature by one of `keys` (keyid ->
+    public key) verifies over the exact payload bytes, and at least one does."""
     try:
         envelope = json.loads(envelope_text)
     except json.JSONDecodeError:
         raise BadInput("the envelope is not JSON") from None
-    if not isinstance(envelope, dict) or envelope.get("payloadType") != SUBMISSION_TYPE:
-        raise BadInput("not a submission envelope")
+    if not isinstance(envelope, dict) or envelope.get("payloadType") != kind:
+        raise BadInput(f"not an envelope of type {kind}")
     body = strict_b64(envelope.get("payload"))
     signatures = envelope.get("signatures")
     if not isinstance(signatures, list) or not all(isinstance(s, dict) for s in signatures):
@@ -157,7 +158,7 @@ def verify_envelope(envelope_text: str, keys: Mapping[str, bytes]) -> dict[str, 
     for signature in ours:
         verify_key = nacl.signing.VerifyKey(keys[signature["keyid"]])
         try:
-            verify_key.verify(pae(SUBMISSION_TYPE, body), strict_b64(signature.get("sig")))
+            verify_key.verify(pae(kind, body), strict_b64(signature.get("sig")))
         except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError):
             raise BadInput(f"the signature by key {signature['keyid'][:16]}... does not verify") from None
     try:
@@ -237,6 +238,8 @@ def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) ->
             payload = verify_envelope(line["envelope"], snapshot.keys.get(line["contributor"], {}))
             if payload.get("campaign") not in snapshot.campaigns:
                 raise BadInput(f"its campaign {payload.get('campaign')!r} is not in the snapshot")
+            if line["state"] == "withdrawn":
+                verify_withdrawal(line, snapshot.keys.get(line["contributor"], {}))
         except BadInput as exc:
             snapshot.failures.append(f"submission {line.get('id')} by {line.get('contributor')}: {exc}")
             continue
@@ -244,6 +247,16 @@ def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) ->
             raise BadInput(f"submission {line['id']}: unknown state {line['state']!r}")
         received = datetime.fromisoformat(line["received_at"].replace("Z", "+00:00"))
         yield Submission(line["id"], line["contributor"], received, line["state"], payload)
+
+
+def verify_withdrawal(line: Mapping[str, Any], keys: Mapping[str, bytes]) -> None:
+    """A withdrawn submission carries its withdrawal, signed by the key that signed the submission."""
+    if not isinstance(line.get("withdrawal"), str):
+        raise BadInput("withdrawn without a signed withdrawal")
+    signers = {signature.get("keyid") for signature in json.loads(line["envelope"])["signatures"]}
+    payload = verify_envelope(line["withdrawal"], {k: v for k, v in keys.items() if k in signers}, WITHDRAWAL_TYPE)
+    if payload.get("submission") != line["id"]:
+        raise BadInput("its withdrawal names another submission")
 
 
 def contributor_keys(line: Mapping[str, Any], failures: list[str]) -> dict[str, bytes]:

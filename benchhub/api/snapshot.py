@@ -44,6 +44,7 @@ def records(manifest_of: Callable[[Campaign], dict[str, Any]]) -> Iterator[bytes
                 "state": submission.state,
                 "reason": submission.state_reason,
                 "withdrawn_at": submission.withdrawn_at.isoformat() if submission.withdrawn_at else None,
+                "withdrawal": bytes(submission.withdrawal).decode("utf-8") if submission.withdrawal else None,
             }
         )
 

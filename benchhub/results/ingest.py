@@ -251,5 +251,5 @@ def withdraw_submission(submission_id: str, body: bytes) -> Submission:
         )
     if not envelope.verify_signature(opened, keyid, bytes(submission.key.public_key)):
         raise IngestError(401, "bad_signature", "The signature does not verify over the payload.", "signatures[0].sig")
-    moderation.withdraw(submission)
+    moderation.withdraw(submission, body)
     return submission

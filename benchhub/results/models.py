@@ -124,6 +124,7 @@ class Submission(models.Model):
     )
     moderation_reason = models.TextField(blank=True, help_text="Why a moderator hid or released it.")
     withdrawn_at = models.DateTimeField(null=True, blank=True, help_text="Withdrawn by its contributor.")
+    withdrawal = models.BinaryField(null=True, editable=False, help_text="The signed withdrawal, byte for byte.")
     is_demo = models.BooleanField(default=False)
     agent_name = models.CharField(max_length=64)
     agent_version = models.CharField(max_length=64)

@@ -73,17 +73,18 @@ def set_released(submissions: Iterable[Submission], released: bool, actor: Actor
     return changed
 
 
-def withdraw(submission: Submission, reason: str = "") -> bool:
-    """Its contributor takes it back: it leaves every cell; the raw envelope stays. False when it
-    was withdrawn already."""
+def withdraw(submission: Submission, signed: bytes) -> bool:
+    """Its contributor takes it back with the `signed` withdrawal envelope (kept, so anyone can
+    check it): it leaves every cell; the raw envelope stays. False when it was withdrawn already."""
     with transaction.atomic():
         locked = Submission.objects.select_for_update().get(pk=submission.pk)
         if locked.withdrawn_at is not None:
             submission.withdrawn_at = locked.withdrawn_at
             return False
         locked.withdrawn_at = submission.withdrawn_at = timezone.now()
-        _changed(locked, ["withdrawn_at"])
-        _audit(None, ModerationEvent.Action.WITHDRAW_SUBMISSION, str(submission.id), reason)
+        locked.withdrawal = signed
+        _changed(locked, ["withdrawn_at", "withdrawal"])
+        _audit(None, ModerationEvent.Action.WITHDRAW_SUBMISSION, str(submission.id), "withdrawn by its contributor")
     return True
 
 

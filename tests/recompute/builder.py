@@ -101,6 +101,11 @@ def ratio_tg(ratio: float, base: float = 100.0, reps: int = 2, batch: int = 1) -
     return {"upstream": {batch: [base] * reps}, "01": {batch: [base * ratio] * reps}}
 
 
+def withdrawal(submission_id: str, signer: envelope.Signer) -> str:
+    payload = {"schema_version": 1, "submission": submission_id, "created_at": "2026-12-03T10:00:00Z"}
+    return envelope.envelope_bytes(envelope.sign(payload, envelope.WITHDRAWAL_TYPE, [signer])).decode("utf-8")
+
+
 class SnapshotBuilder:
     """Contributors with keys from fixed seeds, submissions signed by them, received a second apart."""
 
@@ -114,15 +119,17 @@ class SnapshotBuilder:
             self.handles.append(handle)
         text = submission_envelope(body, persona(handle)).decode("utf-8")
         received = START + timedelta(seconds=len(self.lines))
+        line_id = f"00000000-0000-4000-8000-{len(self.lines):012d}"
         line = {
             "kind": "submission",
-            "id": f"00000000-0000-4000-8000-{len(self.lines):012d}",
+            "id": line_id,
             "received_at": received.isoformat().replace("+00:00", "Z"),
             "contributor": handle,
             "envelope": text,
             "state": state,
             "reason": reason,
             "withdrawn_at": received.isoformat() if state == "withdrawn" else None,
+            "withdrawal": withdrawal(line_id, persona(handle)) if state == "withdrawn" else None,
         }
         self.lines.append(line)
         return line

@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 
 from tests.conftest import persona
-from tests.recompute.builder import SCRIPT, SLUG, SnapshotBuilder, load_script, payload, ratio_tg, tamper
+from tests.recompute.builder import (
+    SCRIPT,
+    SLUG,
+    SnapshotBuilder,
+    load_script,
+    payload,
+    ratio_tg,
+    tamper,
+    withdrawal,
+)
 
 rc = load_script()
 BOARD = f"/api/v1/leaderboard/?campaign={SLUG}"
@@ -295,3 +304,13 @@ def test_signed_bytes_that_repeat_a_key_are_refused_and_other_canonical_numbers_
         f"NOT VERIFIED submission {line['id']} by bob: the payload repeats a key",
         "1 envelope(s) or key(s) do not verify; no cell was compared",
     ]
+
+
+def test_a_withdrawal_must_be_signed_by_the_submissions_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    builder = SnapshotBuilder()
+    line = builder.add("ada", payload(tg=ratio_tg(1.5)), state="withdrawn")
+    builder.add("bob", payload(tg=ratio_tg(1.2)))
+    for forged, expected in ((withdrawal(line["id"], persona("bob")), 2), (None, 2), (line["withdrawal"], 0)):
+        line["withdrawal"] = forged
+        code, _ = run_main(capsys, "--snapshot", str(builder.write(tmp_path)))
+        assert code == expected

@@ -20,6 +20,13 @@ PATCH_TEXT = {
     "02-vectorized-bs1.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 02\n",
 }
 PERSONAS = ("ada", "bob", "cole", "dina", "eve")
+# The environment mv-ext-iquants gives its 01+02 variant (agent/benchhub_agent/data/campaigns/).
+VEC_ENV = {
+    "GGML_METAL_MV_IQ2_XXS_VEC": "1",
+    "GGML_METAL_MV_IQ2_XS_VEC": "1",
+    "GGML_METAL_MV_IQ2_S_VEC": "1",
+    "GGML_METAL_MV_IQ3_XXS_VEC": "1",
+}
 
 TgTable = Mapping[str, Mapping[int, list[float]]]
 
@@ -107,7 +114,7 @@ def build_payload(
             "patches": [
                 {"name": patch, "sha256": hashlib.sha256(PATCH_TEXT[patch]).hexdigest()} for patch in patch_lists[name]
             ],
-            "env": {},
+            "env": dict(VEC_ENV) if name == "01+02" else {},
         }
         for name in tg
     ]

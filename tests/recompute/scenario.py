@@ -16,12 +16,6 @@ from benchhub.results.models import Submission
 from tests.conftest import Api, build_payload, persona
 
 HANDLES = ("ada", "bob", "cole", "dina")
-VEC_ENV = {
-    "GGML_METAL_MV_IQ2_XXS_VEC": "1",
-    "GGML_METAL_MV_IQ2_XS_VEC": "1",
-    "GGML_METAL_MV_IQ2_S_VEC": "1",
-    "GGML_METAL_MV_IQ3_XXS_VEC": "1",
-}
 
 
 def withdrawal_envelope(submission_id: str, signer: envelope.Signer) -> bytes:
@@ -56,9 +50,6 @@ def _payload(rng: random.Random, index: int) -> dict[str, Any]:
     elif trouble == "battery":
         options["machine"]["power_source"] = "battery"
     payload = build_payload(**options)
-    for variant in payload["variants"]:
-        if variant["name"] == "01+02":
-            variant["env"] = dict(VEC_ENV)
     if trouble == "short":  # one round only: stored, never counted
         payload["sweep"]["runs"] = [run for run in payload["sweep"]["runs"] if run["rep"] == 1]
     return payload

@@ -135,6 +135,7 @@ def test_it_does_not_count_a_sweep_of_fewer_than_two_rounds(api: Api, ada: envel
 
 def test_it_does_not_count_a_variant_run_without_its_campaigns_environment(api: Api, ada: envelope.Signer) -> None:
     payload = build_payload(tg={"upstream": {4: [100, 100]}, "01+02": {4: [150, 150]}})
+    payload["variants"][1]["env"] = {}  # without the campaign's four GGML_METAL_MV_*_VEC switches
     response = api.submit(payload, ada)
     assert response.status_code == 201, response.json()
     assert "nonstandard_sweep" in Submission.objects.get(pk=response.json()["id"]).flags

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, doctor, keys, outbox, pipeline, report, result
+from . import __version__, client, doctor, keys, machine, outbox, pipeline, preflight, report, result
 from .dirs import home, write_atomic
 from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
 from .errors import AgentError, ExitCode, exit_codes_help
@@ -62,7 +62,8 @@ def main() -> None:
 
 
 def _server(value: str | None) -> str | None:
-    return (value or os.environ.get("BENCHHUB_SERVER") or "").rstrip("/") or None
+    server = (value or os.environ.get("BENCHHUB_SERVER") or "").rstrip("/") or None
+    return client.check_server(server) if server else None
 
 
 def _batch_sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -85,6 +86,17 @@ def _variants(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
             raise click.BadParameter(f"{value!r} is not NAME=BIN_DIR")
         parsed[name] = Path(folder).expanduser()
     return parsed
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _asker(interactive: bool) -> Callable[[str], bool]:
+    def ask(question: str) -> bool:
+        return interactive and click.confirm(question, default=False, err=True)
+
+    return ask
 
 
 def _ensure_registered(server: str, handle: str | None, interactive: bool, force: bool = False) -> None:
@@ -145,7 +157,12 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 @click.option("--label", help="Free-text model label, e.g. 'Qwen3-1.7B UD-IQ2_XXS'.")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the signed result to this file.")
 @click.option("--handle", help="Public handle to register this machine's key under (asked once otherwise).")
-@click.option("--yes", is_flag=True, help="Publish without asking.")
+@click.option("--yes", is_flag=True, help="Answer yes to publishing and to running on battery (not to untrusted code).")
+@click.option(
+    "--trust-campaign",
+    metavar="SLUG",
+    help="Build campaign SLUG's code even though it is not the copy bundled with this agent (it is listed first).",
+)
 @click.option("--no-upload", is_flag=True, help="Keep the result local (it stays in the outbox).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @handled
@@ -167,10 +184,14 @@ def run(
     out: Path | None,
     handle: str | None,
     yes: bool,
+    trust_campaign: str | None,
     no_upload: bool,
     as_json: bool,
 ) -> None:
-    """Build, check, measure and sign; then publish the result (asks first unless --yes)."""
+    """Build, check, measure and sign; then publish the result (asks first unless --yes).
+
+    Before anything is read or built: the server, the campaign (every manifest field checked; code that
+    did not ship with this agent shown and confirmed), this key's registration and the power state."""
     server = _server(server)
     if not server and not no_upload:
         raise AgentError(
@@ -178,8 +199,18 @@ def run(
             "No server to publish to: pass --server URL, set BENCHHUB_SERVER, "
             "or keep the result local with --no-upload.",
         )
+    preflight.refuse_rosetta()
+    upload = bool(server) and not no_upload
+    interactive = sys.stdin.isatty() and not as_json
     dirs = home()
     signer = keys.load_or_create(dirs)
+    progress = Progress()
+    plan = preflight.load_campaign(campaign_slug, server, upload, dirs, progress)
+    ask = _asker(interactive)
+    preflight.confirm_code(plan, trust_campaign, bool(variants), interactive, _say, ask)
+    if upload and server:
+        _ensure_registered(server, handle, interactive)
+    preflight.confirm_power(machine.run_state(), yes, interactive, _say, ask)
     options = pipeline.RunOptions(
         model_path=model_path,
         server=server,
@@ -196,7 +227,7 @@ def run(
         cmake_args=cmake_args,
         label=label,
     )
-    done = pipeline.run(options, dirs, Progress())
+    done = pipeline.run(options, plan, dirs, progress)
     body = result.signed_bytes(done.payload, signer)
     write_atomic(done.envelope_path, body)
     if out:
@@ -211,7 +242,6 @@ def run(
     }
     click.echo(report.table(done.payload), err=as_json)
     click.echo(f"\nSigned result: {done.envelope_path}\nLogs: {done.result_dir / 'logs'}", err=True)
-    interactive = sys.stdin.isatty() and not as_json
     publish = server and not no_upload and (yes or (interactive and click.confirm(f"Publish to {server}?", True)))
     if publish and server:
         # Queued before the first attempt: an outage or a crash now loses nothing, `upload` resends it.

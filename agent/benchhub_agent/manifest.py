@@ -49,7 +49,7 @@ def _refuse(slug: str, where: str, why: str) -> AgentError:
 
 def _shown(value: object) -> str:
     text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _string(value: object, pattern: re.Pattern[str], slug: str, where: str, what: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, client, doctor, keys, machine, outbox, pipeline, preflight, report, result
+from . import __version__, client, doctor, keys, machine, outbox, pipeline, preflight, report, result, withdrawal
 from .dirs import home, write_atomic
 from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
 from .errors import AgentError, ExitCode, exit_codes_help
@@ -281,6 +281,21 @@ def upload(files: tuple[Path, ...], server: str | None, handle: str | None) -> N
         click.echo(f"{path.name}: {answer.get('status')} {answer.get('url')}")
     if failures:
         raise AgentError(ExitCode.UPLOAD, f"{failures} of {len(paths)} result(s) were not accepted; they stay queued.")
+
+
+@main.command(epilog=EPILOG)
+@click.argument("submission_id", metavar="ID")
+@click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
+@handled
+def withdraw(submission_id: str, server: str | None) -> None:
+    """Withdraw a result you published (signed by this machine's key, which must have signed it)."""
+    server = _server(server)
+    if not server:
+        raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
+    if not keys.key_path(home()).exists():
+        raise AgentError(ExitCode.USAGE, "This machine has no key yet, so it has published nothing to withdraw.")
+    answer = withdrawal.withdraw(server, submission_id, keys.read_key(keys.key_path(home())))
+    click.echo(f"Withdrawn: {answer.get('id', submission_id)} ({answer.get('withdrawn_at', 'now')}).")
 
 
 @main.command("doctor", epilog=EPILOG)

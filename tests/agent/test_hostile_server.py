@@ -9,12 +9,8 @@ files were written), and the run went on to build.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,95 +19,16 @@ from benchhub_agent.cli import main
 from benchhub_agent.errors import ExitCode
 from click.testing import CliRunner, Result
 
+from tests.agent.loopback import HostileServer, running
+
 FIXTURES = Path(os.environ.get("BENCHHUB_FIXTURES", Path.home() / ".cache/benchhub-fixtures"))
 GEMMA = FIXTURES / "gemma-3-270m-q4_k_m.gguf"  # a real model: the old agent read it before the manifest
-DATA = Path(__file__).parents[2] / "agent" / "benchhub_agent" / "data"
-SLUG = "mv-ext-iquants"
-FIFTY_MB = 50 * 1024 * 1024
-
-
-class HostileServer:
-    """Serves a campaign manifest, the patches it names, and a 50 MB patch that counts what it sent."""
-
-    def __init__(self) -> None:
-        self.manifest: dict[str, Any] = {}
-        self.files: dict[str, bytes] = {}
-        self.big_bytes_sent = 0
-        handler = self._handler()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                if self.path == f"/api/v1/campaigns/{SLUG}/":
-                    self._send(json.dumps(server.manifest).encode(), "application/json")
-                elif self.path == "/big.patch":
-                    self._stream_big()
-                elif self.path.startswith("/patches/") and self.path[9:] in server.files:
-                    self._send(server.files[self.path[9:]], "text/x-diff")
-                else:
-                    self.send_error(404)
-
-            def _send(self, body: bytes, kind: str) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _stream_big(self) -> None:
-                # No Content-Length: the agent must cut the stream itself, not trust a header.
-                self.send_response(200)
-                self.send_header("Content-Type", "text/x-diff")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                chunk = b"+" * 65536
-                try:
-                    while server.big_bytes_sent < FIFTY_MB:
-                        self.wfile.write(chunk)
-                        server.big_bytes_sent += len(chunk)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        return Handler
-
-    def serve_bundled(self) -> None:
-        """The bundled campaign as the service publishes it: patches by URL and sha256."""
-        definition = json.loads((DATA / "campaigns" / f"{SLUG}.json").read_text())
-        for variant in definition["variants"]:
-            entries = []
-            for name in variant["patches"]:
-                data = (DATA / "patches" / name).read_bytes()
-                self.files[name] = data
-                entries.append({"name": name, "sha256": hashlib.sha256(data).hexdigest(), "url": self.patch_url(name)})
-            variant["patches"] = entries
-            variant["available"] = True
-        self.manifest = definition
-
-    def patch_url(self, name: str) -> str:
-        return f"{self.url}/patches/{name}"
-
-    def add_patch(self, variant: int, name: str, data: bytes, url: str | None = None) -> None:
-        self.files[name] = data
-        entry = {"name": name, "sha256": hashlib.sha256(data).hexdigest(), "url": url or self.patch_url(name)}
-        self.manifest["variants"][variant]["patches"].append(entry)
 
 
 @pytest.fixture
 def hostile() -> Iterator[HostileServer]:
-    server = HostileServer()
-    server.serve_bundled()
-    thread = threading.Thread(target=server.httpd.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+    with running() as server:
+        yield server
 
 
 @pytest.fixture

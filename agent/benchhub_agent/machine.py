@@ -231,6 +231,12 @@ def parse_hardware(text: str) -> dict[str, Any]:
     return entries[0] if entries and isinstance(entries[0], dict) else {}
 
 
+def _memory_of(hardware: dict[str, Any]) -> int:
+    """`physical_memory` as system_profiler prints it ("16 GB"), or 0."""
+    match = re.fullmatch(r"(\d+) GB", str(hardware.get("physical_memory", "")))
+    return int(match.group(1)) * 1024**3 if match else 0
+
+
 def _macos(run: Runner) -> dict[str, Any]:
     # Whole subtrees: naming one oid this Mac lacks (a perflevel an M1 does not have) fails the command.
     sysctl = parse_sysctl(run(["sysctl", "hw", "machdep"]) or "")
@@ -238,16 +244,19 @@ def _macos(run: Runner) -> dict[str, Any]:
     gpu_name, gpu_cores = parse_displays(profile)
     version, build = parse_sw_vers(run(["sw_vers"]) or "")
     performance, efficiency = cpu_core_levels(sysctl)
+    hardware = parse_hardware(profile)
+    # On Apple silicon the GPU is part of the chip and system_profiler names it after the chip.
+    apple_gpu = gpu_name if gpu_name.startswith("Apple ") else ""
     facts: dict[str, Any] = {
         "os": "macOS",
         "os_version": version or platform.mac_ver()[0],
         "arch": platform.machine(),
-        "chip": sysctl.get("machdep.cpu.brand_string") or parse_hardware(profile).get("chip_type") or "unknown Mac",
+        "chip": sysctl.get("machdep.cpu.brand_string") or hardware.get("chip_type") or apple_gpu or "unknown Mac",
         "cpu_cores_performance": performance,
         "cpu_cores_efficiency": efficiency,
         "gpu_name": gpu_name,
         "gpu_cores": gpu_cores,
-        "memory_bytes": int(sysctl.get("hw.memsize") or 0),
+        "memory_bytes": int(sysctl.get("hw.memsize") or 0) or _memory_of(hardware),
     }
     if build:
         facts["os_build"] = build

@@ -300,13 +300,15 @@ def withdraw(submission_id: str, server: str | None) -> None:
 
 @main.command("doctor", epilog=EPILOG)
 @click.option("--backend", type=click.Choice(["auto", "metal", "cuda", "cpu"]), default="auto")
+@click.option("--server", help="benchhub server URL to check (default: $BENCHHUB_SERVER).")
 @handled
-def doctor_command(backend: str) -> None:
-    """What a run needs that this machine lacks, each with the fix."""
-    found = doctor.checks(home().cache, pipeline.detect_backend(backend))
+def doctor_command(backend: str, server: str | None) -> None:
+    """What a run needs that this machine lacks, each with the fix; what it would report about this machine
+    (an unknown reading is a warning); and whether the server answers."""
+    found = doctor.checks(home().cache, pipeline.detect_backend(backend), _server(server))
     for check in found:
-        mark = "ok " if check.ok else "FIX"
-        click.echo(f"[{mark}] {check.name}: {check.detail}" + ("" if check.ok else f"\n      fix: {check.fix}"))
+        hint = f"\n      fix: {check.fix}" if not check.ok else f"\n      note: {check.fix}" if check.warn else ""
+        click.echo(f"[{check.mark}] {check.name}: {check.detail}{hint}")
     if not all(check.ok for check in found):
         raise AgentError(ExitCode.MISSING_TOOL, "Some requirements are missing (see above).")
 

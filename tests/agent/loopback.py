@@ -40,7 +40,9 @@ class HostileServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path == f"/api/v1/campaigns/{SLUG}/":
+                if self.path == "/api/v1/campaigns/":
+                    self._send(json.dumps({"results": [{"slug": SLUG}]}).encode(), "application/json")
+                elif self.path == f"/api/v1/campaigns/{SLUG}/":
                     self._send(json.dumps(server.manifest).encode(), "application/json")
                 elif self.path == "/big.patch":
                     self._stream_big()

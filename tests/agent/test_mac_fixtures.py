@@ -8,8 +8,6 @@ types: where both were published for a Mac, the fake answer is that union of the
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -17,27 +15,7 @@ import pytest
 from benchhub_agent import machine
 from benchhub_agent.schema import MACHINE_SCHEMA
 
-MACS = Path(__file__).parent / "fixtures" / "macs"
-
-
-def recorded_mac(name: str) -> machine.Runner:
-    folder = MACS / name
-
-    def read(file: str) -> str | None:
-        path = folder / file
-        return path.read_text() if path.is_file() else None
-
-    def run(args: list[str]) -> str | None:
-        if args[0] == "sysctl" and args[1:] != ["-n", "sysctl.proc_translated"]:
-            return read("sysctl.txt") or read("sysctl-hw.txt")
-        if args[0] == "system_profiler":
-            parts = [read("system_profiler-hardware.json"), read("system_profiler-displays.json")]
-            found = [json.loads(part) for part in parts if part]
-            return json.dumps({key: value for part in found for key, value in part.items()}) if found else None
-        return None
-
-    return run
-
+from tests.agent.macs import MACS, recorded_mac
 
 # (folder, chip, GPU cores, performance cores, efficiency cores, memory bytes)
 EXPECTED: list[tuple[str, str, int | None, int, int, int]] = [

@@ -18,7 +18,7 @@ import click
 from . import __version__, client, doctor, keys, machine, outbox, pipeline, preflight, report, result, withdrawal
 from .dirs import home, write_atomic
 from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
-from .errors import AgentError, ExitCode, exit_codes_help
+from .errors import AgentError, ExitCode, exit_codes_help, printable
 from .progress import Progress
 from .schema import SchemaViolation, validate_submission
 
@@ -34,7 +34,7 @@ def handled(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except AgentError as error:
-            click.echo(f"benchhub-agent: {error.message}", err=True)
+            click.echo(f"benchhub-agent: {printable(error.message)}", err=True)
             sys.exit(int(error.code))
         except (KeyboardInterrupt, click.exceptions.Abort):
             click.echo("\nbenchhub-agent: interrupted; nothing half-written was kept.", err=True)
@@ -89,7 +89,7 @@ def _variants(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
 
 
 def _say(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(printable(message), err=True)
 
 
 def _asker(interactive: bool) -> Callable[[str], bool]:
@@ -111,7 +111,7 @@ def _ensure_registered(server: str, handle: str | None, interactive: bool, force
             raise AgentError(ExitCode.UPLOAD, "This key is not registered with the server yet: pass --handle NAME.")
         handle = click.prompt("Pick a public handle for your results (letters, digits, '-')")
     registered = keys.register(dirs, server, str(handle), signer)
-    click.echo(f"Registered key {signer.keyid[:16]}… as {registered} on {server}.", err=True)
+    click.echo(printable(f"Registered key {signer.keyid[:16]}… as {registered} on {server}."), err=True)
 
 
 def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dict[str, Any]:
@@ -248,7 +248,7 @@ def run(
         queued = outbox.put(dirs, done.payload["nonce"], body)
         answer = _send(queued, server, handle, interactive)
         summary.update(uploaded=True, url=answer.get("url"), id=answer.get("id"), status=answer.get("status"))
-        click.echo(f"Published ({answer.get('status')}): {answer.get('url')}", err=True)
+        click.echo(printable(f"Published ({answer.get('status')}): {answer.get('url')}"), err=True)
     else:
         click.echo(f"Kept locally; publish it later with `benchhub-agent upload {done.envelope_path}`.", err=True)
     if as_json:
@@ -276,9 +276,9 @@ def upload(files: tuple[Path, ...], server: str | None, handle: str | None) -> N
             answer = _send(path, server, handle, sys.stdin.isatty())
         except AgentError as error:
             failures += 1
-            click.echo(f"{path.name}: {error.message}", err=True)
+            click.echo(printable(f"{path.name}: {error.message}"), err=True)
             continue
-        click.echo(f"{path.name}: {answer.get('status')} {answer.get('url')}")
+        click.echo(printable(f"{path.name}: {answer.get('status')} {answer.get('url')}"))
     if failures:
         raise AgentError(ExitCode.UPLOAD, f"{failures} of {len(paths)} result(s) were not accepted; they stay queued.")
 
@@ -295,7 +295,7 @@ def withdraw(submission_id: str, server: str | None) -> None:
     if not keys.key_path(home()).exists():
         raise AgentError(ExitCode.USAGE, "This machine has no key yet, so it has published nothing to withdraw.")
     answer = withdrawal.withdraw(server, submission_id, keys.read_key(keys.key_path(home())))
-    click.echo(f"Withdrawn: {answer.get('id', submission_id)} ({answer.get('withdrawn_at', 'now')}).")
+    click.echo(printable(f"Withdrawn: {answer.get('id', submission_id)} ({answer.get('withdrawn_at', 'now')})."))
 
 
 @main.command("doctor", epilog=EPILOG)
@@ -333,7 +333,9 @@ def key_register(handle: str, server: str | None) -> None:
     if not server:
         raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
     dirs = home()
-    click.echo(f"Registered as {keys.register(dirs, server, handle, keys.load_or_create(dirs))} on {server}.")
+    click.echo(
+        printable(f"Registered as {keys.register(dirs, server, handle, keys.load_or_create(dirs))} on {server}.")
+    )
 
 
 @key.command("link", epilog=EPILOG)
@@ -348,7 +350,7 @@ def key_link(handle: str, existing_key: Path, server: str | None) -> None:
         raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
     dirs = home()
     linked = keys.register(dirs, server, handle, keys.load_or_create(dirs), keys.read_key(existing_key))
-    click.echo(f"This key is now on {linked}.")
+    click.echo(printable(f"This key is now on {linked}."))
 
 
 @main.command(epilog=EPILOG)

@@ -34,3 +34,9 @@ class AgentError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def printable(text: str) -> str:
+    """Text from a server or a patch, safe to print: a control character (an escape sequence could clear
+    the screen or rewrite what the user is asked to trust) is shown as its \\x code instead."""
+    return "".join(char if char.isprintable() or char == "\n" else f"\\x{ord(char):02x}" for char in text)

@@ -190,3 +190,14 @@ def test_it_says_so_before_starting_on_battery_and_asks() -> None:
     said.clear()
     preflight.confirm_power(PLUGGED_IN, False, False, said.append, lambda question: False)
     assert said == []
+
+
+def test_it_shows_control_characters_in_a_listing_as_codes_not_as_terminal_commands(
+    server: HostileServer, tiny_source: Path
+) -> None:
+    """An escape sequence in a file name could clear the screen and hide the rest of the listing."""
+    hidden = b"diff --git a/ok.c b/ok.c\n--- a/ok.c\n+++ b/\x1b[2J\x1b[Hok.c\n@@ -1 +1 @@\n-a\n+b\n"
+    server.add_patch(1, "sneaky.patch", hidden)
+    answer = run_agent(server, tiny_source)
+    assert answer.exit_code == ExitCode.UNTRUSTED
+    assert "\x1b" not in answer.output and "\\x1b[2J\\x1b[Hok.c" in answer.output

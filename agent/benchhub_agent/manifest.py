@@ -109,6 +109,11 @@ def _variant(entry: object, slug: str, where: str) -> str:
     if not isinstance(entry, Mapping):
         raise _refuse(slug, where, "is not an object")
     name = _string(entry.get("name"), NAME, slug, f"{where}.name", "a plain name")
+    available = entry.get("available", True)
+    if not isinstance(available, bool):
+        raise _refuse(slug, f"{where}.available", "is not true or false")
+    if not available:
+        return name  # never used: the server lists it without its patches (not published yet)
     commit, ref = entry.get("commit"), entry.get("ref")
     if commit not in (None, ""):
         _string(commit, COMMIT, slug, f"{where}.commit", "40 lowercase hex characters")
@@ -118,8 +123,6 @@ def _variant(entry: object, slug: str, where: str) -> str:
         raise _refuse(slug, f"{where}.ref", f"{_shown(ref)} is not a plain refs/... name")
     if commit in (None, "") and ref is None:
         raise _refuse(slug, where, "names neither a commit nor a ref")
-    if not isinstance(entry.get("available", True), bool):
-        raise _refuse(slug, f"{where}.available", "is not true or false")
     _patches(entry.get("patches"), slug, f"{where}.patches")
     _env(entry.get("env"), slug, f"{where}.env")
     return name

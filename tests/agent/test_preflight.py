@@ -201,3 +201,13 @@ def test_it_shows_control_characters_in_a_listing_as_codes_not_as_terminal_comma
     answer = run_agent(server, tiny_source)
     assert answer.exit_code == ExitCode.UNTRUSTED
     assert "\x1b" not in answer.output and "\\x1b[2J\\x1b[Hok.c" in answer.output
+
+
+def test_it_leaves_out_a_variant_the_server_lists_as_unavailable(server: HostileServer, tiny_source: Path) -> None:
+    """The service lists a variant whose patch file it has not published yet with no sha256 and no URL."""
+    unpublished = server.manifest["variants"][2]
+    unpublished.update(available=False, unavailable_reason="patch file 02-vectorized-bs1.patch is not published yet")
+    unpublished["patches"][1].update(sha256=None, url=None)
+    answer = run_agent(server, tiny_source)
+    assert answer.exit_code == ExitCode.BUILD, answer.output  # past the manifest and the trust check
+    assert "01+02" not in answer.output

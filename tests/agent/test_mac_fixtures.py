@@ -21,6 +21,7 @@ from tests.agent.macs import MACS, recorded_mac
 EXPECTED: list[tuple[str, str, int | None, int, int, int]] = [
     ("m1-pro-binned", "Apple M1 Pro", 14, 0, 0, 0),  # only its GPU was published
     ("m1-air", "Apple M1", None, 0, 0, 16 * 2**30),
+    ("m1-macos11", "Apple M1", None, 0, 0, 0),  # only machdep.cpu was recorded
     ("m3-max", "unknown Mac", None, 12, 4, 137_438_953_472),  # `sysctl hw` names no chip
     ("m5-max", "Apple M5 Max", None, 18, 0, 128 * 2**30),  # Super 6 + Performance 12, no efficiency level
     ("github-runner-vm", "Apple M1 (Virtual)", None, 3, 0, 7_516_192_768),  # one level, named "Standard"

@@ -40,37 +40,33 @@ def _changed(submission: Submission, fields: list[str]) -> None:
     transaction.on_commit(lambda: queue_refresh(group))
 
 
-def set_hidden(submissions: Iterable[Submission], hidden: bool, actor: Actor, reason: str = "") -> int:
-    """Hide (or restore) submissions: their measurements leave (or rejoin) the cells."""
-    action = ModerationEvent.Action.HIDE_SUBMISSION if hidden else ModerationEvent.Action.UNHIDE_SUBMISSION
+def _decide(submissions: Iterable[Submission], field: str, value: bool, action: str, actor: Actor, reason: str) -> int:
+    """Set a moderator's decision on each submission that differs, with its audit line."""
     changed = 0
     for submission in submissions:
-        if submission.hidden == hidden:
+        if getattr(submission, field) == value:
             continue
         with transaction.atomic():
-            submission.hidden = hidden
+            setattr(submission, field, value)
             submission.moderation_reason = reason
-            _changed(submission, ["hidden", "moderation_reason"])
+            _changed(submission, [field, "moderation_reason"])
             _audit(actor, action, str(submission.id), reason)
         changed += 1
     return changed
+
+
+def set_hidden(submissions: Iterable[Submission], hidden: bool, actor: Actor, reason: str = "") -> int:
+    """Hide (or restore) submissions: their measurements leave (or rejoin) the cells."""
+    action = ModerationEvent.Action.HIDE_SUBMISSION if hidden else ModerationEvent.Action.UNHIDE_SUBMISSION
+    return _decide(submissions, "hidden", hidden, action, actor, reason)
 
 
 def set_released(submissions: Iterable[Submission], released: bool, actor: Actor, reason: str = "") -> int:
     """Let submissions held back by the server (quarantined, model_conflict) into the cells, or
     hold them back again."""
     action = ModerationEvent.Action.RELEASE_SUBMISSION if released else ModerationEvent.Action.HOLD_SUBMISSION
-    changed = 0
-    for submission in submissions:
-        if submission.released == released or not Submission.HELD_FLAGS.intersection(submission.flags):
-            continue
-        with transaction.atomic():
-            submission.released = released
-            submission.moderation_reason = reason
-            _changed(submission, ["released", "moderation_reason"])
-            _audit(actor, action, str(submission.id), reason)
-        changed += 1
-    return changed
+    held = [submission for submission in submissions if Submission.HELD_FLAGS.intersection(submission.flags)]
+    return _decide(held, "released", released, action, actor, reason)
 
 
 def withdraw(submission: Submission, signed: bytes) -> bool:

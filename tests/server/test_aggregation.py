@@ -279,3 +279,15 @@ def test_it_accepts_a_submission_while_the_broker_is_down_and_leaves_it_to_the_s
         response = api.submit(build_payload(), ada)
     assert response.status_code == 201
     assert Submission.objects.get().cells_refreshed_at is None
+
+
+def test_a_poisoned_row_never_stops_its_groups_refresh(api: Api, ada: envelope.Signer, bob: envelope.Signer) -> None:
+    """Ingest's bounds keep such numbers out; a row stored before a bound existed must still not
+    freeze the group for everyone else."""
+    first = submit_and_refresh(api, ada, tg=ratio_run(100, 1.5))
+    Measurement.objects.filter(submission=first, variant_name="01").update(speedup=float("inf"))
+    honest = submit_and_refresh(api, bob, tg=ratio_run(100, 1.2), machine=machine(3))
+    assert honest.cells_refreshed_at is not None
+    result = cell("01", 4)
+    assert (result.n_machines, result.speedup) == (1, 1.2)
+    assert api.client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants"}).status_code == 200

@@ -167,6 +167,8 @@ def strict_loads(raw: bytes) -> Any:
         return json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         raise EnvelopeError("bad_json", f"Body is not valid JSON: {exc.msg} at position {exc.pos}.") from None
+    except ValueError:  # an integer past Python's int-string limit (4300 digits): no JSON error of its own
+        raise EnvelopeError("bad_json", "Body holds a number too long to parse.") from None
 
 
 def parse_canonical_payload(raw: bytes) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.generics import ListAPIView, RetrieveAPIView
-from rest_framework.pagination import CursorPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,25 +22,11 @@ from benchhub.api import filters, serializers, snapshot
 from benchhub.api.errors import ApiError
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
 from benchhub.api.manifest import manifest
+from benchhub.api.pagination import ByIdDescending, NewestFirst
 from benchhub.api.throttling import AddressThrottle
 from benchhub.results import campaigns
 from benchhub.results.models import Campaign, LeaderboardCell, Measurement, Submission
 from benchhub.results.readcache import cached_render
-
-
-class NewestFirst(CursorPagination):
-    page_size = 50
-    max_page_size = 500
-    page_size_query_param = "page_size"
-    ordering = ("-received_at", "-id")
-
-
-class ByIdDescending(CursorPagination):
-    page_size = 200
-    max_page_size = 1000
-    page_size_query_param = "page_size"
-    ordering = ("-id",)
-
 
 SUBMISSION_FILTERS = {
     "campaign": "campaign__slug",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from benchhub_agent.envelope import b64encode
@@ -54,9 +54,11 @@ def _cursor_filter(cursor: str) -> Q | None:
     stamp, _, pk = cursor.partition("~")
     try:
         received_at, key = datetime.fromisoformat(stamp), uuid.UUID(pk)
-    except ValueError:
-        return None
-    if received_at.tzinfo is None:
+        if received_at.tzinfo is None:
+            return None
+        # In UTC: PostgreSQL refuses offsets past ±15:59, which ISO 8601 allows up to ±23:59.
+        received_at = received_at.astimezone(UTC)
+    except (ValueError, OverflowError):  # OverflowError: an offset that moves year 1 or 9999 out of range
         return None
     # The leading range on received_at alone lets PostgreSQL walk its index from the cursor.
     return Q(received_at__lte=received_at) & (Q(received_at__lt=received_at) | Q(pk__lt=key))

@@ -7,7 +7,8 @@ field at fault as a dotted path (`sweep.runs[2].rows[0].tg_tps`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -41,8 +42,13 @@ BASE64_KEY_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
 
 _str = {"type": "string", "maxLength": 200}
 _name = {"type": "string", "minLength": 1, "maxLength": 64}
-_count = {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
-_positive_number = {"type": "number", "minimum": 0}
+# Every number has finite bounds a real run stays far inside, so no ratio or median of accepted
+# numbers can overflow to inf or vanish to 0 (5e-324 and 1e300 were accepted, and their ratio was inf).
+_tokens_per_second = {"type": "number", "minimum": 0.001, "maximum": 1e7}
+_seconds = {"type": "number", "minimum": 1e-6, "maximum": 1e6}
+_bytes = {"type": "integer", "minimum": 0, "maximum": 2**50}  # 1 PiB
+_cores = {"type": "integer", "minimum": 0, "maximum": 4096}
+_test_count = {"type": "integer", "minimum": 0, "maximum": 1_000_000}
 _hex64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _hex40 = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
 
@@ -76,11 +82,11 @@ MACHINE_SCHEMA = _object(
         "os_build": _str,
         "arch": _str,
         "chip": {"type": "string", "minLength": 1, "maxLength": 200},
-        "cpu_cores_performance": _count,
-        "cpu_cores_efficiency": _count,
+        "cpu_cores_performance": _cores,
+        "cpu_cores_efficiency": _cores,
         "gpu_name": _str,
         "gpu_cores": {"type": ["integer", "null"], "minimum": 0, "maximum": 100000},
-        "memory_bytes": _count,
+        "memory_bytes": _bytes,
         "backend": {"enum": list(BACKENDS)},
         "power_source": {"enum": ["ac", "battery", "unknown"]},
         "low_power_mode": {"type": ["boolean", "null"]},
@@ -93,16 +99,16 @@ MODEL_SCHEMA = _object(
     {
         "file_name": {"type": "string", "minLength": 1, "maxLength": 255},
         "sha256": _hex64,
-        "size_bytes": _count,
+        "size_bytes": _bytes,
         "architecture": _str,
-        "n_params": _count,
+        "n_params": {"type": "integer", "minimum": 0, "maximum": 10**14},
         "file_type": {"type": "string", "minLength": 1, "maxLength": 32},
         "label": _str,
         "tensor_bytes_by_type": {
             "type": "object",
             "maxProperties": 64,
             "propertyNames": {"maxLength": 32},
-            "additionalProperties": _count,
+            "additionalProperties": _bytes,
         },
     },
     optional=("label",),
@@ -125,10 +131,10 @@ VARIANT_SCHEMA = _object(
 SWEEP_ROW_SCHEMA = _object(
     {
         "batch_size": {"type": "integer", "minimum": 1, "maximum": 4096},
-        "pp_tps": _positive_number,
-        "tg_tps": _positive_number,
-        "t_pp_s": _positive_number,
-        "t_tg_s": _positive_number,
+        "pp_tps": _tokens_per_second,
+        "tg_tps": _tokens_per_second,
+        "t_pp_s": _seconds,
+        "t_tg_s": _seconds,
     }
 )
 
@@ -173,8 +179,8 @@ CORRECTNESS_SCHEMA = _object(
         "op": {"const": "MUL_MAT"},
         "backend": {"type": "string", "minLength": 1, "maxLength": 64},
         "status": {"enum": list(CORRECTNESS_STATUSES)},
-        "passed": _count,
-        "failed": _count,
+        "passed": _test_count,
+        "failed": _test_count,
         "reason": {"type": "string", "maxLength": 2000},
     },
     optional=("reason",),
@@ -184,7 +190,7 @@ GENERATION_SCHEMA = _object(
     {
         "variant": _name,
         "prompt_id": _name,
-        "n_tokens": _count,
+        "n_tokens": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
         "output_sha256": _hex64,
         "degenerate": {"type": "boolean"},
         "repetition_score": {"type": "number", "minimum": 0, "maximum": 1},
@@ -293,6 +299,43 @@ def _refuse_impossible_time(text: str) -> None:
         raise SchemaViolation("created_at", "not a real date and time") from None
 
 
+# No string of a payload may hold these: controls, format characters (bidi overrides and isolates,
+# zero-width joiners), surrogates, private use, line and paragraph separators. A chip name with
+# U+202E showed reversed on every page; one in fullwidth letters (not NFKC) made a cell of its own.
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+# Free text quoted from a tool's output keeps its own line breaks and tabs.
+MULTILINE_FIELDS = {"reason": "\n\t"}
+
+
+def _texts(node: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], str]]:
+    """Every string of a parsed payload with its path; a key under its map's path, so that a field
+    named in an error never holds the character it is refused for."""
+    if isinstance(node, str):
+        yield path, node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield path, key
+            yield from _texts(value, [*path, key])
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _texts(value, [*path, index])
+
+
+def _refuse_unsafe_text(obj: Any) -> None:
+    """Refused rather than normalised: the stored rows must be what the key signed."""
+    for path, text in _texts(obj, []):
+        if text.isascii() and text.isprintable():  # nearly every string, and always safe
+            continue
+        kept = MULTILINE_FIELDS.get(str(path[-1]), "") if path else ""
+        for char in text:
+            if char not in kept and unicodedata.category(char) in UNSAFE_CATEGORIES:
+                raise SchemaViolation(
+                    _path(path), f"holds U+{ord(char):04X}, a control, bidi or other formatting character"
+                )
+        if unicodedata.normalize("NFKC", text) != text:
+            raise SchemaViolation(_path(path), "is not in Unicode NFKC form (send unicodedata.normalize('NFKC', text))")
+
+
 def validate_registration(obj: Any) -> None:
     _raise_first(REGISTRATION_SCHEMA, obj)
     _refuse_impossible_time(obj["created_at"])
@@ -302,6 +345,7 @@ def validate_submission(obj: Any) -> None:
     """Schema v1 plus the cross-references a schema cannot express."""
     _raise_first(SUBMISSION_SCHEMA, obj)
     _refuse_impossible_time(obj["created_at"])
+    _refuse_unsafe_text(obj)
     names = [variant["name"] for variant in obj["variants"]]
     for index, name in enumerate(names):
         if name in names[:index]:

@@ -10,6 +10,7 @@ import pytest
 from benchhub_agent import envelope
 from django.test import Client
 
+from benchhub.results.models import Submission
 from tests.conftest import Api, build_payload
 from tests.reliability.test_malformed import assert_json_refusal
 
@@ -111,3 +112,20 @@ def test_it_pages_the_site_from_a_cursor_with_any_legal_offset(api: Api, ada: en
     # Legal in ISO 8601, past datetime's range once in UTC: read as no cursor, the first page.
     past_the_calendar = client.get("/contributors/ada/", {"before": f"9999-12-31T23:00:00-23:59~{'f' * 32}"})
     assert past_the_calendar.status_code == 200 and created in past_the_calendar.content.decode()
+
+
+@pytest.mark.parametrize(("tg_tps", "field"), [(5e-324, "tg_tps"), (1e300, "tg_tps"), (1e12, "tg_tps")])
+def test_it_refuses_a_signed_rate_past_the_bounds_before_storing_it(
+    api: Api, ada: envelope.Signer, tg_tps: float, field: str
+) -> None:
+    """The issue's `upstream 5e-324` and `01 1e300` rows were accepted with a 201; their ratio was inf."""
+    payload = build_payload()
+    payload["sweep"]["runs"][1]["rows"][0]["tg_tps"] = tg_tps
+    refusal = assert_json_refusal(api.submit(payload, ada), 400)
+    assert (refusal["error"], refusal["field"]) == ("schema_violation", f"sweep.runs[1].rows[0].{field}")
+    assert not Submission.objects.exists()
+
+
+def test_it_refuses_a_chip_name_holding_a_bidi_override(api: Api, ada: envelope.Signer) -> None:
+    refusal = assert_json_refusal(api.submit(build_payload(machine={"chip": "Apple \u202eorP 5M"}), ada), 400)
+    assert (refusal["error"], refusal["field"]) == ("schema_violation", "machine.chip")

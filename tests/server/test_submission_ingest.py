@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_agent import envelope, schema
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -297,12 +297,17 @@ def test_it_refuses_a_registration_envelope_at_the_submission_endpoint(api: Api,
 
 
 def test_it_stores_the_largest_counts_the_schema_allows(api: Api, ada: envelope.Signer) -> None:
-    payload = build_payload(machine={"cpu_cores_performance": 2**53 - 1, "memory_bytes": 2**53 - 1})
-    payload["correctness"][0].update(passed=2**53 - 1, failed=2**53 - 1)
-    payload["generation"][0]["n_tokens"] = 2**53 - 1
+    def largest(section: dict[str, Any], name: str) -> int:
+        return int(section["properties"][name]["maximum"])
+
+    machine, correctness = schema.MACHINE_SCHEMA, schema.CORRECTNESS_SCHEMA
+    cores, memory = largest(machine, "cpu_cores_performance"), largest(machine, "memory_bytes")
+    payload = build_payload(machine={"cpu_cores_performance": cores, "memory_bytes": memory})
+    payload["correctness"][0].update(passed=largest(correctness, "passed"), failed=largest(correctness, "failed"))
+    payload["generation"][0]["n_tokens"] = largest(schema.GENERATION_SCHEMA, "n_tokens")
     response = api.submit(payload, ada)
     assert response.status_code == 201
-    assert Submission.objects.get().correctness.get(variant__name="upstream").passed == 2**53 - 1
+    assert Submission.objects.get().correctness.get(variant__name="upstream").passed == largest(correctness, "passed")
 
 
 def test_it_refuses_a_nul_character_with_400_naming_the_field(api: Api, ada: envelope.Signer) -> None:

@@ -23,6 +23,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml
 
 install: $(VENV)/.installed  ## create .venv and install the service, the agent and the dev tools
 
+run: export DJANGO_DEBUG := 1
 run: install  ## start the site on the embedded default (SQLite, in-process tasks) with demo data, on :8000
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
@@ -37,6 +38,7 @@ services:  ## start PostgreSQL and Redis on this machine if they are not running
 system-deps:  ## install the Debian packages the tests need (cmake, compilers, clang, chromium)
 	scripts/system-deps.sh
 
+lint: export DJANGO_DEBUG := 1
 lint: install  ## ruff and the migrations check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

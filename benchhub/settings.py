@@ -1,5 +1,5 @@
-"""The only settings module. Every value comes from an environment variable with a default that
-runs the embedded mode (SQLite, Celery tasks in-process) with no .env at all."""
+"""The only settings module. Every value comes from an environment variable with a default; with
+DJANGO_DEBUG=1 and nothing else it runs the embedded mode (SQLite, Celery tasks in-process)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -20,8 +21,19 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-DEBUG = env_bool("DJANGO_DEBUG", default="DJANGO_SECRET_KEY" not in os.environ)
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-dev-key-only-for-the-embedded-default")
+# Fail closed: DEBUG only when asked for, and no public key outside it (`make run` and the test
+# suite set DJANGO_DEBUG=1). The .env.example placeholder is refused, as is the embedded default's key.
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+EMBEDDED_SECRET_KEY = "insecure-dev-key-only-for-the-embedded-default"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY and not DEBUG:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is not set. Set it to a random value (python -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))'), or set DJANGO_DEBUG=1 to run the development default."
+    )
+if SECRET_KEY.startswith("change-me") or SECRET_KEY == EMBEDDED_SECRET_KEY:
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY is a published placeholder; set it to a random value of your own.")
+SECRET_KEY = SECRET_KEY or EMBEDDED_SECRET_KEY
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
@@ -174,7 +186,10 @@ CELERY_BEAT_SCHEDULE = {
 # Security when deployed (DEBUG off): `manage.py check --deploy` must report nothing.
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and drops any the client sent):
+    # only then may the header say a request came over HTTPS; without a proxy a client could forge it.
+    if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "31536000"))

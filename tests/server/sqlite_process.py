@@ -1,5 +1,5 @@
 """Run a script in a fresh Python process on a fresh SQLite database, as the embedded default runs
-(no REDIS_URL: Celery tasks in process), and return the JSON object its last line prints."""
+(DJANGO_DEBUG=1 and no REDIS_URL: Celery tasks in process), and return the JSON object its last line prints."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def run_on_fresh_sqlite(tmp_path: Path, script: str, timeout: int) -> dict[str, 
         "HOME": str(tmp_path),
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "benchhub.settings",
+        "DJANGO_DEBUG": "1",  # as `make run` starts it: without a secret key nothing else starts
         # Only where the files go differs from a bare run: the default SQLite file and patches/ sit in the checkout.
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "BENCHHUB_PATCHES_DIR": str(patches),

@@ -1,4 +1,4 @@
-"""Item 2 of the issue: with no DATABASE_URL and no REDIS_URL the service runs on SQLite with
+"""Item 2 of the issue: with DJANGO_DEBUG=1 and no DATABASE_URL or REDIS_URL the service runs on SQLite with
 Celery tasks in-process, and a submission reaches the leaderboard within the request."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ print(json.dumps({"engine": settings.DATABASES["default"]["ENGINE"], "eager": se
 """
 
 
-def test_it_runs_on_sqlite_with_tasks_in_process_when_no_variables_are_set(tmp_path: Path) -> None:
+def test_it_runs_on_sqlite_with_tasks_in_process_when_only_debug_is_set(tmp_path: Path) -> None:
     report = run_on_fresh_sqlite(tmp_path, SCRIPT, timeout=180)
     assert report["engine"] == "django.db.backends.sqlite3" and report["eager"] is True
     assert report["statuses"] == [201, 201]

@@ -66,6 +66,7 @@ class Stack:
             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
             "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
             "DJANGO_SECRET_KEY": "process-test-" + uuid.uuid4().hex * 2,
+            "DJANGO_DEBUG": "0",  # production settings: the suite's own DJANGO_DEBUG=1 must not leak in
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
             "DJANGO_SECURE_SSL_REDIRECT": "false",
             "DJANGO_STATIC_ROOT": str(tmp_path / "static"),

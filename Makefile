@@ -23,6 +23,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml
 
 install: $(VENV)/.installed  ## create .venv and install the service, the agent and the dev tools
 
+# The development default: DEBUG on, with the public embedded key.
 run: export DJANGO_DEBUG := 1
 run: install  ## start the site on the embedded default (SQLite, in-process tasks) with demo data, on :8000
 	$(BIN)/python manage.py migrate --noinput
@@ -44,6 +45,8 @@ lint: install  ## ruff and the migrations check
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
+# django-stubs imports the settings, which refuse to start without a secret key unless DEBUG is asked for.
+typecheck: export DJANGO_DEBUG := 1
 typecheck: install  ## mypy over the service and the agent
 	$(BIN)/mypy benchhub agent/benchhub_agent
 	$(BIN)/mypy --cache-dir .mypy_cache/bench bench  # its own cache: a shared one resolves benchhub_agent differently

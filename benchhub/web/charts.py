@@ -6,6 +6,7 @@ JSON data islands and static/js/charts.js draws them with the vendored plotly.js
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,14 @@ class Series:
         return sorted(self.points, key=lambda p: p.batch_size)
 
 
+def plotly_text(text: str, in_template: bool = False) -> str:
+    """Text for a Plotly name, title or hover label. plotly.js reads <a href>, <b>, <br>... there as
+    markup (a chip named `<a href=...>` became a live link in a legend), and %{...} in a hover
+    template as a placeholder; as entities they show as the characters they stand for."""
+    escaped = html.escape(text, quote=False)
+    return escaped.replace("%", "&#37;") if in_template else escaped
+
+
 def _rgba(hex_colour: str, alpha: float) -> str:
     red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({red},{green},{blue},{alpha})"
@@ -74,7 +83,7 @@ def _base_layout(title: str, y_title: str, batch_sizes: Sequence[int], n_legend_
     # so the bottom margin is sized for its rows (charts.js refits it to one a row on a phone).
     legend_height = LEGEND_ROW_PX * math.ceil(n_legend_entries / 2)
     return {
-        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 16}},
+        "title": {"text": plotly_text(title), "x": 0, "xanchor": "left", "font": {"size": 16}},
         # Ticks read BS1, BS2, ... as the tables' column headers do.
         "xaxis": _axis("", tickvals=list(batch_sizes), ticktext=[f"BS{size}" for size in batch_sizes]),
         "yaxis": _axis(y_title, rangemode="tozero"),
@@ -125,7 +134,7 @@ def _line(series: Series, colour: str, hover_template: str) -> dict[str, Any]:
         "y": [p.value for p in points],
         "customdata": [[p.n_machines if p.n_machines is not None else "–"] for p in points],
         "mode": "lines+markers",
-        "name": f"{series.name} (published, not signed)" if series.reference else series.name,
+        "name": plotly_text(f"{series.name} (published, not signed)" if series.reference else series.name),
         "legendgroup": series.name,
         "line": {"color": colour, "width": 2, "dash": REFERENCE_DASH if series.reference else "solid"},
         "marker": {"size": 7, "symbol": "diamond-open" if series.reference else "circle"},
@@ -193,14 +202,16 @@ def quant_mix_figure(tensor_bytes_by_type: Mapping[str, int], title: str = "Byte
                 "x": [share],
                 "y": ["model"],
                 "orientation": "h",
-                "name": f"{type_name} {share:.1f}%",
+                "name": f"{plotly_text(type_name)} {share:.1f}%",
                 "marker": {"color": PALETTE[index % len(PALETTE)]},
-                "hovertemplate": f"{type_name}: {size:,} bytes ({share:.1f}%)<extra></extra>",
+                "hovertemplate": (
+                    f"{plotly_text(type_name, in_template=True)}: {size:,} bytes ({share:.1f}%)<extra></extra>"
+                ),
             }
         )
     layout = {
         "barmode": "stack",
-        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 16}},
+        "title": {"text": plotly_text(title), "x": 0, "xanchor": "left", "font": {"size": 16}},
         "xaxis": _axis("", range=[0, 100], ticksuffix="%"),
         "yaxis": {"visible": False},
         "height": 220,

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -56,6 +57,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -64,6 +66,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Every script is a file of ours (plotly.js, charts.js, Swagger UI from drf-spectacular-sidecar);
+# figures travel as JSON data islands, which are not scripts. Styles may be inline: plotly.js and
+# Swagger UI write style elements and attributes as they draw.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
 
 ROOT_URLCONF = "benchhub.urls"
 WSGI_APPLICATION = "benchhub.wsgi.application"
@@ -155,8 +175,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Signed, crowd-sourced A/B benchmarks of llama.cpp patches. The wire protocol is PROTOCOL.md.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    # The docs page's JavaScript is served from our static files, not a CDN.
-    "REDOC_DIST": "SIDECAR",
+    # The docs page's assets are our static files (drf-spectacular-sidecar), not a CDN's, and its
+    # validator badge (an image from validator.swagger.io) is off.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # Celery: with REDIS_URL a real broker and worker; without it tasks run in-process.

@@ -102,3 +102,16 @@ def test_it_draws_every_page_in_headless_chromium(
     visit(browser, base + reverse("contributor", args=["demo-ada"]), PHONE, "contributor-phone", plots=0)
     visit(browser, base + "/?campaign=few-row-mma", PHONE, "few-row-mma-phone", plots=1)
     visit(browser, base + reverse("about"), PHONE, "about-phone", plots=0)
+
+
+def test_it_draws_the_api_docs_from_this_host_only_under_the_csp(browser: webdriver.Chrome, live_server: Any) -> None:
+    """Issue 25: Swagger UI from drf-spectacular-sidecar, nothing from another host, no CSP violation."""
+    browser.get_log("browser")
+    browser.set_window_size(*DESKTOP)
+    browser.get(live_server.url + reverse("api-docs"))
+    WebDriverWait(browser, 30).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, ".opblock-summary-path"))
+    assert "benchhub API" in browser.find_element(By.CSS_SELECTOR, ".info .title").text
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(entry => entry.name)")
+    assert loaded and [url for url in loaded if not url.startswith((live_server.url, "data:"))] == []
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
+    assert errors == [], errors

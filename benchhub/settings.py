@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "benchhub.accounts",
     "benchhub.results",
     "benchhub.api",
@@ -65,7 +66,18 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
+
+# Admin login: django-axes locks a client address, and separately a username, out for an hour after
+# AXES_FAILURE_LIMIT wrong passwords (`manage.py axes_reset` lifts it early).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("BENCHHUB_ADMIN_LOGIN_FAILURES", "5"))
+AXES_COOLOFF_TIME = 1  # hours
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+# The address the throttles count, so a forged X-Forwarded-For buys no attempts either.
+AXES_CLIENT_IP_CALLABLE = "benchhub.api.throttling.client_address"
 
 # Every script is a file of ours (plotly.js, charts.js, Swagger UI from drf-spectacular-sidecar);
 # figures travel as JSON data islands, which are not scripts. Styles may be inline: plotly.js and

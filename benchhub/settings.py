@@ -143,6 +143,9 @@ BENCHHUB_MAX_BODY_BYTES = int(os.environ.get("BENCHHUB_MAX_BODY_BYTES", str(1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHHUB_MAX_BODY_BYTES
 BENCHHUB_THROTTLE_ADDRESS = os.environ.get("BENCHHUB_THROTTLE_ADDRESS", "120/hour")
 BENCHHUB_THROTTLE_KEY = os.environ.get("BENCHHUB_THROTTLE_KEY", "60/hour")
+# Per client address: list pages and the leaderboard of the API, and the CSV export.
+BENCHHUB_THROTTLE_READ = os.environ.get("BENCHHUB_THROTTLE_READ", "120/minute")
+BENCHHUB_THROTTLE_EXPORT = os.environ.get("BENCHHUB_THROTTLE_EXPORT", "10/hour")
 # How many reverse proxies in front of the service append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 BENCHHUB_TRUSTED_PROXY_COUNT = int(os.environ.get("BENCHHUB_TRUSTED_PROXY_COUNT", "0"))
 # A submission whose cells are still unrefreshed this long after it arrived is re-queued by the sweeper.

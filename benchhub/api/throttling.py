@@ -1,4 +1,5 @@
-"""Throttles per client address and per signing key (PROTOCOL.md section 4).
+"""Throttles per client address and per signing key (PROTOCOL.md section 4), and per client address
+on the costly reads: list pages, the leaderboard and the CSV export (issue 25).
 
 The client address is REMOTE_ADDR unless BENCHHUB_TRUSTED_PROXY_COUNT proxies stand in front of
 the service; then it is the address the outermost trusted proxy appended to X-Forwarded-For,
@@ -153,3 +154,22 @@ class KeyThrottle(SlidingLogThrottle):
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
         keyid = getattr(request, "benchhub_keyid", None)
         return self.cache_format % {"scope": self.scope, "ident": keyid} if keyid else None
+
+
+class ReadThrottle(AddressThrottle):
+    """List pages scan many rows, and every new filter set of the leaderboard renders and caches a
+    board of its own: varied filters would fill the cache and the CPU."""
+
+    scope = "read"
+
+    def get_rate(self) -> str:
+        return str(settings.BENCHHUB_THROTTLE_READ)
+
+
+class ExportThrottle(AddressThrottle):
+    """The CSV export streams every matching measurement: up to millions of rows a request."""
+
+    scope = "export"
+
+    def get_rate(self) -> str:
+        return str(settings.BENCHHUB_THROTTLE_EXPORT)

@@ -23,7 +23,7 @@ from benchhub.api.errors import ApiError
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
 from benchhub.api.manifest import manifest
 from benchhub.api.pagination import ByIdDescending, NewestFirst
-from benchhub.api.throttling import AddressThrottle
+from benchhub.api.throttling import AddressThrottle, ExportThrottle, ReadThrottle
 from benchhub.results import campaigns
 from benchhub.results.models import Campaign, LeaderboardCell, Measurement, Submission
 from benchhub.results.readcache import cached_render
@@ -60,7 +60,7 @@ class SubmissionsView(SubmissionIngestMixin, ListAPIView[Submission]):
     pagination_class = NewestFirst
 
     def get_throttles(self) -> list[BaseThrottle]:
-        return [AddressThrottle()] if self.request.method == "POST" else []
+        return [AddressThrottle()] if self.request.method == "POST" else [ReadThrottle()]
 
     def get_queryset(self) -> QuerySet[Submission]:
         queryset = Submission.objects.public().select_related("campaign", "contributor", "key", "machine", "model_file")
@@ -112,6 +112,8 @@ class EnvelopeView(APIView):
 
 
 class LeaderboardView(APIView):
+    throttle_classes = (ReadThrottle,)
+
     @extend_schema(
         summary="Leaderboard cells of a campaign",
         responses=serializers.LeaderboardSerializer,
@@ -195,6 +197,7 @@ class PatchFileView(APIView):
 class MeasurementsView(ListAPIView[Measurement]):
     serializer_class = serializers.MeasurementSerializer
     pagination_class = ByIdDescending
+    throttle_classes = (ReadThrottle,)
 
     def get_queryset(self) -> QuerySet[Measurement]:
         queryset = Measurement.objects.filter(submission__hidden=False, submission__withdrawn_at__isnull=True)
@@ -235,6 +238,8 @@ MEASUREMENT_SOURCES = tuple(
 
 
 class MeasurementsCsvView(MeasurementsView):
+    throttle_classes = (ExportThrottle,)
+
     @extend_schema(
         summary="All matching measurements as CSV",
         parameters=filters.parameters(*MEASUREMENT_FILTERS),

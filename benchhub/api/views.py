@@ -197,7 +197,7 @@ class PatchFileView(APIView):
 class MeasurementsView(ListAPIView[Measurement]):
     serializer_class = serializers.MeasurementSerializer
     pagination_class = ByIdDescending
-    throttle_classes = (ReadThrottle,)
+    throttle_classes: tuple[type[BaseThrottle], ...] = (ReadThrottle,)
 
     def get_queryset(self) -> QuerySet[Measurement]:
         queryset = Measurement.objects.filter(submission__hidden=False, submission__withdrawn_at__isnull=True)

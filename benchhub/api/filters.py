@@ -14,6 +14,7 @@ from benchhub.api.errors import ApiError
 M = TypeVar("M", bound=Model)
 
 INTEGER_FILTERS = {"gpu_cores", "batch_size"}
+BIGINT_LIMIT = 2**63
 
 FILTER_HELP = {
     "campaign": "campaign slug",
@@ -61,6 +62,8 @@ def apply(
                 value = int(raw)
             except ValueError:
                 raise ApiError(400, "invalid_filter", f"{name} must be an integer.", name) from None
+            if not -BIGINT_LIMIT <= value < BIGINT_LIMIT:  # SQLite cannot bind it: a 500 on the embedded default
+                raise ApiError(400, "invalid_filter", f"{name} is out of range.", name)
         conditions[lookup] = value
     queryset = queryset.filter(**conditions) if conditions else queryset
     return queryset.distinct() if any(params.get(name) for name in to_many) else queryset

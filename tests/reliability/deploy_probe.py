@@ -36,6 +36,7 @@ print(
                     "X-Frame-Options",
                     "Referrer-Policy",
                     "Cross-Origin-Opener-Policy",
+                    "Content-Security-Policy",
                 )
             },
             "plain_http": [client.get("/").status_code, client.get("/").get("Location")],

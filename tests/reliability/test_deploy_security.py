@@ -54,6 +54,7 @@ def test_it_serves_production_with_security_headers_csrf_and_no_secrets_shown(tm
     assert headers["X-Frame-Options"] == "DENY"
     assert headers["Referrer-Policy"] == "same-origin"
     assert headers["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert "script-src 'self';" in headers["Content-Security-Policy"] + ";"
     assert found["plain_http"] == [301, "https://benchhub.example.org/"]
     assert found["admin_login_form"] == 200
     assert found["admin_post_without_csrf"] == 403

@@ -4,6 +4,7 @@ naming the problem (a 404 page on the site), or, where the input is legal, the p
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from django.test import Client
 from benchhub.results.models import Submission
 from tests.conftest import Api, build_payload
 from tests.reliability.test_malformed import assert_json_refusal
+from tests.server.sqlite_process import run_on_fresh_sqlite
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +131,24 @@ def test_it_refuses_a_signed_rate_past_the_bounds_before_storing_it(
 def test_it_refuses_a_chip_name_holding_a_bidi_override(api: Api, ada: envelope.Signer) -> None:
     refusal = assert_json_refusal(api.submit(build_payload(machine={"chip": "Apple \u202eorP 5M"}), ada), 400)
     assert (refusal["error"], refusal["field"]) == ("schema_violation", "machine.chip")
+
+
+EMBEDDED = """
+import json, django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+call_command("migrate", verbosity=0)
+client = Client(raise_request_exception=False)
+answers = {}
+for url in ("/api/v1/submissions/", "/api/v1/measurements/"):
+    response = client.get(url, {"gpu_cores": "9" * 20, "batch_size": "-" + "9" * 20})
+    answers[url] = [response.status_code, response.json().get("field")]
+print(json.dumps(answers))
+"""
+
+
+def test_it_refuses_an_integer_filter_past_64_bits_on_the_embedded_sqlite_default(tmp_path: Path) -> None:
+    """PostgreSQL compares such a number; SQLite cannot bind it (OverflowError, a 500)."""
+    answers = run_on_fresh_sqlite(tmp_path, EMBEDDED, timeout=180)
+    assert set(map(tuple, answers.values())) == {(400, "gpu_cores")}, answers

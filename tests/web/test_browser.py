@@ -4,6 +4,7 @@ console stays clean, phone-width pages never scroll sideways, and screenshots la
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -20,9 +21,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from benchhub.results.models import Campaign, Submission
+from benchhub.web import charts
+from benchhub.web.charts import Point, Series
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
 DESKTOP, PHONE = (1280, 900), (390, 844)
 
 
@@ -115,3 +119,24 @@ def test_it_draws_the_api_docs_from_this_host_only_under_the_csp(browser: webdri
     assert loaded and [url for url in loaded if not url.startswith((live_server.url, "data:"))] == []
     errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
     assert errors == [], errors
+
+
+def test_plotly_shows_a_name_holding_a_link_as_its_text(
+    browser: webdriver.Chrome, live_server: Any, tmp_path: Path
+) -> None:
+    """Issue 25: a chip named `<a href=...>` was a live link in a legend; drawn by the vendored
+    plotly.js from charts.py's figure, it is the name as typed, and no link."""
+    name = '<a href="https://evil.example/">Apple M5</a> %{y}'
+    figure = charts.speedup_figure([Series(name, (Point(1, 1.2), Point(4, 1.3)))], f"{name}: 01 over upstream")
+    [plotly] = (ROOT / "static" / "vendor").glob("plotly-*.min.js")
+    page = tmp_path / "chart.html"
+    page.write_text(
+        f'<div id="plot" style="width:800px;height:500px"></div><script src="{live_server.url}/static/vendor/'
+        f'{plotly.name}"></script><script>const f = {json.dumps(figure)}; Plotly.newPlot("plot", f.data, f.layout);'
+        "</script>"
+    )
+    browser.get(page.as_uri())
+    WebDriverWait(browser, 20).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, ".legendtext"))
+    assert [text.text for text in browser.find_elements(By.CSS_SELECTOR, ".legendtext")] == [name]
+    assert browser.find_element(By.CSS_SELECTOR, ".gtitle").text == f"{name}: 01 over upstream"
+    assert browser.find_elements(By.CSS_SELECTOR, "svg a") == []

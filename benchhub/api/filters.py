@@ -14,7 +14,7 @@ from benchhub.api.errors import ApiError
 M = TypeVar("M", bound=Model)
 
 INTEGER_FILTERS = {"gpu_cores", "batch_size"}
-BIGINT_LIMIT = 2**63
+BIGINT_LIMIT = 2**63  # past a signed 64-bit integer: SQLite cannot bind it, PostgreSQL has no such id
 
 FILTER_HELP = {
     "campaign": "campaign slug",
@@ -62,7 +62,7 @@ def apply(
                 value = int(raw)
             except ValueError:
                 raise ApiError(400, "invalid_filter", f"{name} must be an integer.", name) from None
-            if not -BIGINT_LIMIT <= value < BIGINT_LIMIT:  # SQLite cannot bind it: a 500 on the embedded default
+            if not -BIGINT_LIMIT <= value < BIGINT_LIMIT:
                 raise ApiError(400, "invalid_filter", f"{name} is out of range.", name)
         conditions[lookup] = value
     queryset = queryset.filter(**conditions) if conditions else queryset

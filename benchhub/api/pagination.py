@@ -10,8 +10,7 @@ from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 
 from benchhub.api.errors import ApiError
-
-BIGINT_MAX = 2**63 - 1
+from benchhub.api.filters import BIGINT_LIMIT
 
 
 class CheckedCursor(CursorPagination):
@@ -55,6 +54,6 @@ class ByIdDescending(CheckedCursor):
     ordering = ("-id",)
 
     def canonical_position(self, position: str) -> str:
-        if not 0 <= int(position) <= BIGINT_MAX:
+        if not 0 <= int(position) < BIGINT_LIMIT:
             raise ValueError(position)
         return str(int(position))

@@ -86,6 +86,8 @@ def _setup(database: str, redis: str) -> None:
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,testserver")
     os.environ.setdefault("BENCHHUB_THROTTLE_ADDRESS", "100000000/hour")
     os.environ.setdefault("BENCHHUB_THROTTLE_KEY", "100000000/hour")
+    os.environ.setdefault("BENCHHUB_THROTTLE_READ", "100000000/hour")
+    os.environ.setdefault("BENCHHUB_THROTTLE_EXPORT", "100000000/hour")
     ensure_database(database)
     import django
 

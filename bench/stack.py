@@ -33,6 +33,8 @@ def service_env(database_url: str, redis_url: str) -> dict[str, str]:
         "DJANGO_SECURE_SSL_REDIRECT": "false",
         "BENCHHUB_THROTTLE_ADDRESS": "100000000/hour",
         "BENCHHUB_THROTTLE_KEY": "100000000/hour",
+        "BENCHHUB_THROTTLE_READ": "100000000/hour",
+        "BENCHHUB_THROTTLE_EXPORT": "100000000/hour",
         "CELERY_QUEUE": f"benchhub-bench-{uuid.uuid4().hex[:8]}",
         "DJANGO_LOG_LEVEL": "WARNING",
     }

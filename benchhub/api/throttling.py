@@ -167,7 +167,7 @@ class ReadThrottle(AddressThrottle):
 
 
 class ExportThrottle(AddressThrottle):
-    """The CSV export streams every matching measurement: up to millions of rows a request."""
+    """The CSV export and the snapshot stream every matching row: up to millions a request."""
 
     scope = "export"
 

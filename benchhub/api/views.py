@@ -266,6 +266,8 @@ class _Echo:
 
 
 class SnapshotView(APIView):
+    throttle_classes = (ExportThrottle,)  # every raw envelope, gzipped: the heaviest read there is
+
     @extend_schema(
         summary="Every raw envelope, campaign, key and moderation decision, as gzipped JSON lines",
         description="What scripts/recompute_cells.py verifies and recomputes every cell from (docs/method.md).",

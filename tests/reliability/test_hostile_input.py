@@ -22,7 +22,9 @@ pytestmark = pytest.mark.django_db
 HUGE_INTEGER = b"9" * 4301
 
 
-@pytest.mark.parametrize("url", [Api.submissions, Api.contributors])
+@pytest.mark.parametrize(
+    "url", [Api.submissions, Api.contributors, "/api/v1/submissions/00000000-0000-0000-0000-000000000000/withdraw"]
+)
 def test_it_refuses_an_integer_of_4301_digits_as_bad_json(api: Api, campaign: Any, url: str) -> None:
     for body in (b'{"payloadType":' + HUGE_INTEGER + b"}", b"[" + HUGE_INTEGER + b"]"):
         refusal = assert_json_refusal(api.post(url, body), 400)
@@ -81,8 +83,11 @@ def test_it_pages_from_a_cursor_with_an_offset_postgresql_refuses(api: Api, ada:
 
 
 def test_the_cursors_the_api_issues_still_page(api: Api, ada: envelope.Signer) -> None:
-    for _ in range(3):
-        assert api.submit(build_payload(), ada).status_code == 201
+    for rate in (150, 151, 152):  # distinct sweeps: the same rows again are a duplicate
+        assert (
+            api.submit(build_payload(tg={"upstream": {1: [rate, rate]}, "01": {1: [rate, rate]}}), ada).status_code
+            == 201
+        )
     client = Client()
     for url in ("/api/v1/submissions/", "/api/v1/measurements/"):
         first = client.get(url, {"page_size": 1}).json()

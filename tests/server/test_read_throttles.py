@@ -42,8 +42,8 @@ def test_leaderboard_filters_share_one_allowance(api: Api, ada: envelope.Signer,
     assert statuses == [200, 200, 200, 429, 429]
 
 
-def test_it_throttles_the_csv_export_on_its_own_allowance(api: Api, ada: envelope.Signer, tight: None) -> None:
-    url = "/api/v1/measurements.csv"
+@pytest.mark.parametrize("url", ["/api/v1/measurements.csv", "/api/v1/snapshot/"])
+def test_it_throttles_the_exports_on_their_own_allowance(api: Api, ada: envelope.Signer, tight: None, url: str) -> None:
     assert [_get(url).status_code for _ in range(2)] == [200, 200]
     refused = _get(url)
     assert refused.status_code == 429 and refused.json()["error"] == "throttled"

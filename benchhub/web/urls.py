@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from benchhub.web import compare, views
+from benchhub.web import compare, views, wheel
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
@@ -10,4 +10,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("contributors/<str:handle>/", views.contributor, name="contributor"),
     path("compare/", compare.compare, name="compare"),
     path("about/", views.about, name="about"),
+    path("agent/<str:filename>", wheel.download, name="agent-wheel"),
 ]

@@ -19,4 +19,6 @@ def cell_td(cell: CellView, kind: str = "crowd") -> SafeString:
     if cell.state == "empty":
         return format_html('<td class="num empty"><span aria-label="{}">·</span></td>', EMPTY_LABELS[kind])
     details = format_html_join("", '<span class="detail">{}</span>', ((line,) for line in cell.details))
+    if cell.counts:
+        return format_html('<td class="num {}" title="{}">{}{}</td>', cell.state, cell.counts, cell.text, details)
     return format_html('<td class="num {}">{}{}</td>', cell.state, cell.text, details)

@@ -55,10 +55,16 @@ def _machines(cells: Sequence[Cell]) -> str:
 
 
 def _interval(cells: Sequence[Cell]) -> str:
-    """Words for the interval kinds of a line: never "95%" beside a range."""
-    words = {"95%": "95% CI", "range": "range over machines", None: "none (1 machine)"}
-    kinds = [kind for kind in ("95%", "range", None) if any(cell.interval == kind for cell in cells)]
-    return " / ".join(words[kind] for kind in kinds) or "–"
+    """What the interval is, in the site's words: "95% CI" only for a 95% interval."""
+    words = []
+    if any(cell.interval == "95%" for cell in cells):
+        words.append("95% CI")
+    ranges = [cell for cell in cells if cell.interval == "range"]
+    if ranges:
+        words.append(f"range of {_machines(ranges)}")
+    if any(cell.interval is None for cell in cells):
+        words.append("none (1 machine)")
+    return " / ".join(words) or "–"
 
 
 def _escape(text: str) -> str:

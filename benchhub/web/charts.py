@@ -54,6 +54,8 @@ class Series:
     # Published reference rows are drawn dotted and labelled, never blended with crowd lines.
     reference: bool = False
     meta: Mapping[str, str] = field(default_factory=dict)
+    dash: str = "solid"  # how a line of a second source is told apart (compare: B dashed)
+    colour_key: str = ""  # series with the same key share a colour (compare: one variant, A and B)
 
     def sorted_points(self) -> list[Point]:
         return sorted(self.points, key=lambda p: p.batch_size)
@@ -127,7 +129,7 @@ def _line(series: Series, colour: str, hover_template: str) -> dict[str, Any]:
         "mode": "lines+markers",
         "name": f"{series.name} (published, not signed)" if series.reference else series.name,
         "legendgroup": series.name,
-        "line": {"color": colour, "width": 2, "dash": REFERENCE_DASH if series.reference else "solid"},
+        "line": {"color": colour, "width": 2, "dash": REFERENCE_DASH if series.reference else series.dash},
         "marker": {"size": 7, "symbol": "diamond-open" if series.reference else "circle"},
         "hovertemplate": hover_template,
     }
@@ -139,7 +141,9 @@ def _all_batch_sizes(series: Iterable[Series]) -> list[int]:
 
 def _lines_figure(series: Sequence[Series], title: str, y_title: str, hover_template: str) -> Figure:
     data: list[dict[str, Any]] = []
-    for index, one in enumerate(series):
+    keys: dict[str, int] = {}
+    for one in series:
+        index = keys.setdefault(one.colour_key or one.name, len(keys))
         colour = PALETTE[index % len(PALETTE)]
         if not one.reference:
             data += _interval_band(one, colour)

@@ -60,6 +60,22 @@ class ReferenceLike(Protocol):
     source_url: str
 
 
+def short_id(pk: object) -> str:
+    """The last 8 hex digits of a UUIDv7: random bits. Its first 8 are the arrival time and read the
+    same for every submission of a day."""
+    return str(pk)[-8:]
+
+
+def human_count(value: int | None) -> str:
+    """1720574976 → "1.72 B", three significant digits."""
+    if value is None:
+        return "–"
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {unit}"
+    return str(value)
+
+
 def chip_label(chip: str, gpu_cores: int | None) -> str:
     return f"{chip} ({gpu_cores}-core GPU)" if gpu_cores else chip
 

@@ -283,7 +283,13 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
         "chip", (name, cores, choices, published), cells, lambda: _chip_board(name, cores, choices, published)
     )
     submissions = Submission.objects.public().filter(chip=name, gpu_cores=cores)
+    markdown = exports.chip_table(
+        [(c.slug, c.baseline, _cells(c, chip=name, gpu_cores=cores)) for c in choices if c.live],
+        title=chip_label(name, cores),
+        permalink=request.build_absolute_uri(reverse("chip", args=[slug])),
+    )
     context = {
+        "markdown": markdown,
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,

@@ -333,4 +333,4 @@ def contributor(request: HttpRequest, handle: str) -> HttpResponse:
 
 @require_safe
 def about(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/about.html", {"page": Page("About and method")})
+    return render(request, "web/about.html", {"page": Page("About and method"), "wheel": wheel.install_line(request)})

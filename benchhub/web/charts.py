@@ -88,6 +88,7 @@ def _base_layout(title: str, y_title: str, batch_sizes: Sequence[int], n_legend_
             "yanchor": "top",
             "font": {"size": 12},
             "maxheight": 1,  # the whole plot's height
+            "tracegroupgap": 0,  # each line is its own legend group (with its band): no gap between entries
         },
         "margin": {"l": 56, "r": 16, "t": 48, "b": 48},
         "height": max(MIN_HEIGHT_PX, 120 + LEGEND_ROW_PX * n_legend_entries),

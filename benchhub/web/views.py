@@ -148,25 +148,30 @@ class RenderedBoard:
 
 
 def _home_board(
-    campaign: CampaignChoice, variant: str, model: ModelChoice | None, quant: str, published: PublishedRows
+    campaign: CampaignChoice, variant: str, model: ModelChoice | None, quant_filter: str, published: PublishedRows
 ) -> RenderedBoard:
     """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
     references = _references(published)
     every_line = rank(every_cell, references, variant)
-    lines = [line for line in every_line if not quant or line.quant.lower() == quant]
+    lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
     batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
     cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]
-    chart = None
-    if model is not None:
-        chart = Chart(
+    # The chosen model's chart; a campaign with no crowd rows yet charts its published rows.
+    quant = model.quant if model else (references[0].quant if references else "")
+    label = model.label if model else "published rows"
+    chart = (
+        Chart(
             "speedup-0",
-            f"{model.label} ({model.quant}): speedup of {variant} over {campaign.baseline} by batch size, by chip",
+            f"{label} ({quant}): speedup of {variant} over {campaign.baseline} by batch size, by chip",
             charts.speedup_figure(
-                speedup_series(cells, [r for r in references if r.quant == model.quant], model.quant, variant),
-                f"{model.label} ({model.quant}): {variant} over {campaign.baseline}, by chip",
+                speedup_series(cells, [r for r in references if r.quant == quant], quant, variant),
+                f"{label} ({quant}): {variant} over {campaign.baseline}, by chip",
             ),
         )
+        if quant
+        else None
+    )
     coverage_rows, other_chips = coverage(c.chip for c in every_cell if c.n_machines)
     context = {
         "campaign": campaign,
@@ -174,8 +179,9 @@ def _home_board(
         "model": model,
         "ranking": ranking_rows(lines, batch_sizes),
         "quants": sorted({line.quant for line in every_line}),
-        "quant": quant,
+        "quant": quant_filter,
         "chart": chart,
+        "chart_label": f"{label} ({quant})",
         "coverage": coverage_rows,
         "other_chips": other_chips,
         "has_crowd_rows": any(c.n_machines for c in every_cell),

@@ -15,7 +15,7 @@
       layout.margin.b += lines;
       layout.height = 320 + layout.margin.b;
       layout.legend = {orientation: "v", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom",
-                       font: layout.legend.font, maxheight: lines};
+                       font: layout.legend.font, maxheight: lines, tracegroupgap: 0};
     }
     if (layout.xaxis && layout.xaxis.ticktext) {
       layout.xaxis.ticktext = layout.xaxis.tickvals.map(String);

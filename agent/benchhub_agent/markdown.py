@@ -4,8 +4,9 @@ permalink. Pure: the agent prints it after a run and the site offers the same te
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,17 @@ def format_pair(baseline: float | None, value: float | None, speedup: float | No
     if speedup is None and baseline and value is not None:
         speedup = value / baseline
     return f"{format_tps(baseline)}→{format_tps(value)} ({format_change(speedup)})"
+
+
+def lines_of_run(cells: Iterable[Mapping[str, Any]], baseline: str) -> list[Line]:
+    """One line per variant of one machine's run, from rows shaped as report.cells() gives them
+    (variant, batch_size, tg_tps, baseline_tg_tps, speedup); the baseline is left out."""
+    by_variant: dict[str, list[Cell]] = {}
+    for row in cells:
+        if row["variant"] != baseline and row["tg_tps"] is not None:
+            cell = Cell(row["batch_size"], row["baseline_tg_tps"], row["tg_tps"], row["speedup"])
+            by_variant.setdefault(row["variant"], []).append(cell)
+    return [Line(name, found) for name, found in by_variant.items()]
 
 
 def _machines(cells: Sequence[Cell]) -> str:

@@ -65,6 +65,19 @@ def test_it_writes_the_seeds_form_with_machines_interval_kind_and_permalink() ->
     assert "https://bench.example/?m=1" in PARSER.render(text)
 
 
+def test_it_turns_an_agent_run_into_the_same_table() -> None:
+    """What `benchhub-agent run` prints at the end: its report.cells() rows, one machine, no interval."""
+    rows = [
+        {"variant": "upstream", "batch_size": 4, "tg_tps": 148.0, "baseline_tg_tps": 148.0, "speedup": 1.0},
+        {"variant": "01", "batch_size": 4, "tg_tps": 209.9, "baseline_tg_tps": 148.0, "speedup": 209.9 / 148.0},
+        {"variant": "01", "batch_size": 8, "tg_tps": None, "baseline_tg_tps": 137.7, "speedup": None},
+    ]
+    lines = markdown.lines_of_run(rows, "upstream")
+    header, body = table_of(markdown.table(lines, title="Apple M1 (8-core GPU), run", permalink="https://x/s/1/"))
+    assert header == ["", "machines", "interval", "BS4"]
+    assert body == [["01", "1 machine", "none (1 machine)", "148.0→209.9 (+42%)"]]
+
+
 def _markdown_on(text: str, name: str) -> str:
     found = re.search(rf'<textarea id="markdown-{name}"[^>]*>(.*?)</textarea>', text, re.S)
     assert found, name

@@ -13,6 +13,8 @@ COPY templates/ templates/
 COPY static/ static/
 COPY patches/ patches/
 
+# The agent's wheel, served at /agent/<wheel> for `pipx install` from the site.
+RUN python manage.py build_agent_wheel
 RUN mkdir -p /app/staticfiles && chown benchhub /app/staticfiles
 USER benchhub
 EXPOSE 8000

@@ -28,6 +28,7 @@ run: export DJANGO_DEBUG := 1
 run: install  ## start the site on the embedded default (SQLite, in-process tasks) with demo data, on :8000
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py build_agent_wheel
 	$(BIN)/python manage.py runserver 127.0.0.1:8000
 
 fixtures: install  ## fetch llama.cpp at the pinned commit and the Gemma 3 270M model into $(FIXTURES)

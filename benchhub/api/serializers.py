@@ -9,6 +9,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
+from benchhub.web.models import ReferenceRow
 
 
 class SignatureSerializer(serializers.Serializer[Any]):
@@ -248,3 +249,38 @@ class ManifestSerializer(serializers.Serializer[Any]):
     variants = ManifestVariantSerializer(many=True)
     sweep = serializers.DictField(help_text="npp, ntg, flash_attn, n_gpu_layers, batch_sizes, reps, extra_args")
     correctness = serializers.DictField()
+
+
+class ReferenceRowSerializer(serializers.ModelSerializer[ReferenceRow]):
+    """A published row: the patch author's number, not signed, never in a cell."""
+
+    campaign = serializers.CharField(source="campaign_slug")
+    machine = serializers.CharField(source="machine_label")
+    model = serializers.CharField(source="model_label")
+    baseline = serializers.CharField(source="baseline_variant")
+    speedup = serializers.FloatField(read_only=True)
+    signed = serializers.SerializerMethodField(help_text="always false: nobody benchhub knows signed it")
+
+    class Meta:
+        model = ReferenceRow
+        fields = (
+            "campaign",
+            "chip",
+            "gpu_cores",
+            "machine",
+            "model",
+            "quant",
+            "baseline",
+            "variant",
+            "batch_size",
+            "baseline_tg_tps",
+            "tg_tps",
+            "speedup",
+            "source",
+            "source_url",
+            "method",
+            "signed",
+        )
+
+    def get_signed(self, row: ReferenceRow) -> bool:
+        return False

@@ -1,7 +1,7 @@
 from django.urls import URLPattern, URLResolver, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from benchhub.api import ingest_views, views
+from benchhub.api import ingest_views, reference_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("contributors/", ingest_views.ContributorsView.as_view(), name="contributors"),
@@ -16,6 +16,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("campaigns/<slug:slug>/patches/<str:name>", views.PatchFileView.as_view(), name="campaign-patch"),
     path("measurements/", views.MeasurementsView.as_view(), name="measurements"),
     path("measurements.csv", views.MeasurementsCsvView.as_view(), name="measurements-csv"),
+    path("reference-rows/", reference_views.ReferenceRowsView.as_view(), name="reference-rows"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # Swagger UI's split view: its script is a file of ours, as the CSP asks (Redoc loads its logo from a CDN).
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from benchhub.api import filters, serializers, snapshot
 from benchhub.api.errors import ApiError
+from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_rows, csv_value
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
 from benchhub.api.manifest import manifest
 from benchhub.api.pagination import ByIdDescending, NewestFirst
@@ -132,11 +133,17 @@ class LeaderboardView(APIView):
         ],
     )
     def get(self, request: Request) -> HttpResponse:
+        filters.reject_unknown(request.query_params, {"campaign", "format", *CELL_FILTERS})
         slug = filters.text(request.query_params, "campaign")
         if not slug:
             raise ApiError(400, "missing_parameter", "The campaign parameter is required.", "campaign")
         campaign = get_object_or_404(Campaign, slug=slug)
-        cells = filters.apply(LeaderboardCell.objects.filter(campaign=campaign), request.query_params, CELL_FILTERS)
+        cells = filters.apply(
+            LeaderboardCell.objects.filter(campaign=campaign),
+            request.query_params,
+            CELL_FILTERS,
+            also_known=("campaign", "format"),
+        )
         return HttpResponse(leaderboard_json(campaign, cells, request.query_params), content_type="application/json")
 
 
@@ -242,18 +249,25 @@ class MeasurementsCsvView(MeasurementsView):
 
     @extend_schema(
         summary="All matching measurements as CSV",
+        description=(
+            "The measurements' columns plus the model, the submission's date and demo flag, whether the variant's "
+            "output was degenerate, and its cell's verdict and interval kind; t/s rounded to 2 decimals (what "
+            "llama-batched-bench prints), speedups to 4 (docs/api.md)."
+        ),
         parameters=filters.parameters(*MEASUREMENT_FILTERS),
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> StreamingHttpResponse:  # type: ignore[override]
-        queryset = self.get_queryset().order_by("id").values_list(*MEASUREMENT_SOURCES)
+        queryset = csv_rows(self.get_queryset()).order_by("id").values_list(*CSV_SOURCES)
 
         def lines() -> Iterator[str]:
             # Tuples straight from a server-side cursor: memory stays flat however many rows match.
             writer = csv.writer(_Echo())
-            yield writer.writerow(MEASUREMENT_COLUMNS)
+            yield writer.writerow(CSV_COLUMNS)
             for values in queryset.iterator(chunk_size=5000):
-                yield writer.writerow(["" if value is None else value for value in values])
+                yield writer.writerow(
+                    [csv_value(column, value) for column, value in zip(CSV_COLUMNS, values, strict=True)]
+                )
 
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="benchhub-measurements.csv"'

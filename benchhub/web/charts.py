@@ -7,7 +7,6 @@ JSON data islands and static/js/charts.js draws them with the vendored plotly.js
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ REFERENCE_DASH = "dot"
 FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13, "color": "#1a1a1a"}
 GRID = "#e3e6ea"
 LEGEND_ROW_PX = 24
+MIN_HEIGHT_PX = 380
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,8 @@ class Series:
     # Published reference rows are drawn dotted and labelled, never blended with crowd lines.
     reference: bool = False
     meta: Mapping[str, str] = field(default_factory=dict)
+    dash: str = "solid"  # how a line of a second source is told apart (compare: B dashed)
+    colour_key: str = ""  # series with the same key share a colour (compare: one variant, A and B)
 
     def sorted_points(self) -> list[Point]:
         return sorted(self.points, key=lambda p: p.batch_size)
@@ -79,25 +81,26 @@ def _axis(title: str, **extra: Any) -> dict[str, Any]:
 
 
 def _base_layout(title: str, y_title: str, batch_sizes: Sequence[int], n_legend_entries: int) -> dict[str, Any]:
-    # The legend sits under the plot, two entries a row; Plotly does not grow the margin for it,
-    # so the bottom margin is sized for its rows (charts.js refits it to one a row on a phone).
-    legend_height = LEGEND_ROW_PX * math.ceil(n_legend_entries / 2)
+    # The legend is a list right of the plot, one entry a line, and the figure is tall enough for
+    # all of them: a legend under the plot gets at most half its height and hid entries behind a
+    # scrollbar. charts.js moves it under the plot on a phone, growing the figure by its lines.
     return {
         "title": {"text": plotly_text(title), "x": 0, "xanchor": "left", "font": {"size": 16}},
         # Ticks read BS1, BS2, ... as the tables' column headers do.
         "xaxis": _axis("", tickvals=list(batch_sizes), ticktext=[f"BS{size}" for size in batch_sizes]),
         "yaxis": _axis(y_title, rangemode="tozero"),
         "legend": {
-            "orientation": "h",
+            "orientation": "v",
+            "x": 1.02,
+            "xanchor": "left",
+            "y": 1,
             "yanchor": "top",
-            "y": -0.08,
-            "x": 0,
-            "entrywidth": 0.5,
-            "entrywidthmode": "fraction",
             "font": {"size": 12},
+            "maxheight": 1,  # the whole plot's height
+            "tracegroupgap": 0,  # each line is its own legend group (with its band): no gap between entries
         },
-        "margin": {"l": 56, "r": 16, "t": 48, "b": 48 + legend_height},
-        "height": 380 + legend_height,
+        "margin": {"l": 56, "r": 16, "t": 48, "b": 48},
+        "height": max(MIN_HEIGHT_PX, 120 + LEGEND_ROW_PX * n_legend_entries),
         "showlegend": True,  # plotly hides a lone trace's legend; a lone published line must still say so
         "hovermode": "x unified",
         "paper_bgcolor": "#ffffff",
@@ -136,7 +139,7 @@ def _line(series: Series, colour: str, hover_template: str) -> dict[str, Any]:
         "mode": "lines+markers",
         "name": plotly_text(f"{series.name} (published, not signed)" if series.reference else series.name),
         "legendgroup": series.name,
-        "line": {"color": colour, "width": 2, "dash": REFERENCE_DASH if series.reference else "solid"},
+        "line": {"color": colour, "width": 2, "dash": REFERENCE_DASH if series.reference else series.dash},
         "marker": {"size": 7, "symbol": "diamond-open" if series.reference else "circle"},
         "hovertemplate": hover_template,
     }
@@ -148,7 +151,9 @@ def _all_batch_sizes(series: Iterable[Series]) -> list[int]:
 
 def _lines_figure(series: Sequence[Series], title: str, y_title: str, hover_template: str) -> Figure:
     data: list[dict[str, Any]] = []
-    for index, one in enumerate(series):
+    keys: dict[str, int] = {}
+    for one in series:
+        index = keys.setdefault(one.colour_key or one.name, len(keys))
         colour = PALETTE[index % len(PALETTE)]
         if not one.reference:
             data += _interval_band(one, colour)

@@ -11,9 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from benchhub.accounts.models import Contributor
 from benchhub.results.models import Submission
 from benchhub.web import charts
-from benchhub.web.leaderboard import chip_label, format_pair, interval_note, speedup_series
+from benchhub.web.leaderboard import chip_label, format_pair, interval_note, short_id, speedup_series
 from benchhub.web.pages import Chart, Page, submission_series
 from benchhub.web.views import (
     CampaignChoice,
@@ -75,11 +76,13 @@ def _chip_comparison(
 
 def _submission_comparison(left: Submission, right: Submission) -> tuple[list[Chart], list[CompareLine]]:
     measured = {side.pk: list(side.measurements.all()) for side in (left, right)}
-    series = submission_series(measured[left.pk], "A: ") + submission_series(measured[right.pk], "B: ")
+    series = submission_series(measured[left.pk], f"A {short_id(left.pk)}: ") + submission_series(
+        measured[right.pk], f"B {short_id(right.pk)}: ", dash="dash"
+    )
     chart = Chart(
         "compare-submissions",
-        "decode throughput of both submissions by batch size",
-        charts.throughput_figure(series, "Decode t/s by batch size (A solid lines, B after)"),
+        "decode throughput of both submissions by batch size, A solid, B dashed, one colour per variant",
+        charts.throughput_figure(series, "Decode t/s by batch size: A solid, B dashed, one colour per variant"),
     )
     cells: dict[tuple[str, int], dict[object, str]] = defaultdict(dict)
     for side in (left, right):
@@ -93,16 +96,43 @@ def _submission_comparison(left: Submission, right: Submission) -> tuple[list[Ch
     return [chart], lines
 
 
+PICKER_SIZE = 50
+
+
+def _picker(chips: dict[str, tuple[str, int | None]], source: str) -> list[Submission]:
+    """The newest submissions of one chip ("chip:<slug>") or one contributor ("contributor:<handle>"),
+    to pick A and B from by name instead of pasting ids."""
+    kind, _, key = source.partition(":")
+    found = Submission.objects.public().select_related("contributor", "machine", "model_file")
+    if kind == "chip" and key in chips:
+        found = found.filter(chip=chips[key][0], gpu_cores=chips[key][1])
+    elif kind == "contributor" and key:
+        found = found.filter(contributor__handle__iexact=key)
+    else:
+        return []
+    return list(found.order_by("-received_at", "-pk")[:PICKER_SIZE])
+
+
 @require_safe
 def compare(request: HttpRequest) -> HttpResponse:
     choices = campaign_choices()
     chips = chips_by_slug(with_published=False)  # the comparison reads crowd cells only
     a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
+    source = request.GET.get("from", "").strip()
     context: dict[str, object] = {
         "page": Page("Compare"),
         "chip_options": sorted((chip_label(*value), slug) for slug, value in chips.items()),
+        "contributors": list(
+            Contributor.objects.filter(submissions__hidden=False)
+            .distinct()
+            .order_by("handle")
+            .values_list("handle", flat=True)
+        ),
+        "source": source,
+        "picker": _picker(chips, source or (f"chip:{a}" if a in chips else "")),
         "a": a,
         "b": b,
+        "sides": [("a", a), ("b", b)],
         "campaigns": [c for c in choices if c.live],
     }
     if not a or not b:
@@ -126,12 +156,12 @@ def compare(request: HttpRequest) -> HttpResponse:
         s.pk: s
         for s in Submission.objects.public()
         .filter(pk__in=[i for i in ids if i])
-        .select_related("machine", "model_file")
+        .select_related("contributor", "machine", "model_file")
     }
     if ids[0] in found and ids[1] in found:
         left, right = found[ids[0]], found[ids[1]]
         chart_list, lines = _submission_comparison(left, right)
         context.update(kind="submissions", left=left, right=right, charts=chart_list, lines=lines)
         return render(request, "web/compare.html", context)
-    context["error"] = "Pick two chips from the lists, or paste two submission ids."
+    context["error"] = "Pick two chips, or two submissions from a chip's or a contributor's list."
     return render(request, "web/compare.html", context, status=400)

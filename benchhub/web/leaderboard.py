@@ -1,6 +1,7 @@
 """Shaping precomputed leaderboard cells into what the pages show: pure functions over rows that
-look like LeaderboardCell / ReferenceRow, so the grouping and the `148→210 (+42%)` form are tested
-without a database and a page never aggregates raw measurements."""
+look like LeaderboardCell / ReferenceRow, so the grouping is tested without a database and a page
+never aggregates raw measurements. The `148.0→209.9 (+42%)` form is the agent's (markdown.py), so
+the site, its Markdown export and the agent print the same numbers."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from benchhub_agent.markdown import format_change, format_pair, format_tps
 from django.utils.text import slugify
 
 from benchhub.web.charts import Point, Series
@@ -58,22 +60,20 @@ class ReferenceLike(Protocol):
     source_url: str
 
 
-def format_tps(value: float | None) -> str:
-    """Three significant figures, as the published tables write them (148, 71.5)."""
+def short_id(pk: object) -> str:
+    """The last 8 hex digits of a UUIDv7: random bits. Its first 8 are the arrival time and read the
+    same for every submission of a day."""
+    return str(pk)[-8:]
+
+
+def human_count(value: int | None) -> str:
+    """1720574976 → "1.72 B", three significant digits."""
     if value is None:
         return "–"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
-
-
-def format_change(speedup: float | None) -> str:
-    if speedup is None:
-        return "–"
-    percent = round((speedup - 1.0) * 100)
-    return f"{'+' if percent > 0 else ('−' if percent < 0 else '±')}{abs(percent)}%"
-
-
-def format_pair(baseline: float | None, value: float | None, speedup: float | None) -> str:
-    return f"{format_tps(baseline)}→{format_tps(value)} ({format_change(speedup)})"
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {unit}"
+    return str(value)
 
 
 def chip_label(chip: str, gpu_cores: int | None) -> str:
@@ -88,8 +88,9 @@ def chip_slug(chip: str, gpu_cores: int | None) -> str:
 class CellView:
     batch_size: int
     text: str
-    details: tuple[str, ...]  # small print under the number: counts, interval, exclusions
+    details: tuple[str, ...]  # small print under the number: machines and interval, verdict, exclusions
     state: str  # "measured", "excluded" or "empty"
+    counts: str = ""  # submissions and contributors, on hover: the small print stays two lines
 
 
 EXCLUSION_LABELS = {
@@ -107,17 +108,17 @@ def exclusion_notes(excluded: dict[str, int]) -> tuple[str, ...]:
     )
 
 
-def _plural(count: int, noun: str) -> str:
+def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def interval_note(interval: str | None, low: float | None, high: float | None, n_machines: int) -> str:
     """What the interval is, in words: a page never writes "95%" beside a range."""
     if interval == "95%" and low is not None and high is not None:
-        return f"95% CI {format_change(low)} to {format_change(high)}, {_plural(n_machines, 'machine')}"
+        return f"95% CI {format_change(low)} to {format_change(high)}, {plural(n_machines, 'machine')}"
     if interval == "range" and low is not None and high is not None:
-        return f"range of {_plural(n_machines, 'machine')}: {format_change(low)} to {format_change(high)}"
-    return _plural(n_machines, "machine")
+        return f"range of {plural(n_machines, 'machine')}: {format_change(low)} to {format_change(high)}"
+    return plural(n_machines, "machine")
 
 
 def cell_view(cell: CellRow | None, batch_size: int) -> CellView:
@@ -126,13 +127,10 @@ def cell_view(cell: CellRow | None, batch_size: int) -> CellView:
     excluded = exclusion_notes(cell.excluded)
     if cell.n_machines == 0:
         return CellView(batch_size, "excluded", excluded, "excluded")
-    details = [
-        interval_note(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines),
-        f"{_plural(cell.n_submissions, 'submission')}, {_plural(cell.n_contributors, 'contributor')}",
-        cell.verdict,
-    ]
+    details = (interval_note(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines), cell.verdict)
     text = format_pair(cell.baseline_tg_tps, cell.tg_tps, cell.speedup)
-    return CellView(batch_size, text, (*details, *excluded), "measured")
+    counts = f"{plural(cell.n_submissions, 'submission')}, {plural(cell.n_contributors, 'contributor')}"
+    return CellView(batch_size, text, (*details, *excluded), "measured", counts)
 
 
 @dataclass(frozen=True)
@@ -281,13 +279,13 @@ def build_board(
                     _reference_tables(refs, batch_sizes),
                 )
             )
-    return sorted(groups, key=lambda g: (g.quant, *_sort_key((g.chip, g.gpu_cores or 0, g.model))))
+    return sorted(groups, key=lambda g: (g.quant, *chip_sort_key((g.chip, g.gpu_cores or 0, g.model))))
 
 
 _GENERATION = re.compile(r"\bM(\d+)\b(?:\s+(Pro|Max|Ultra))?")
 
 
-def _sort_key(key: tuple[str, int, str]) -> tuple[int, int, str, int, str]:
+def chip_sort_key(key: tuple[str, int, str]) -> tuple[int, int, str, int, str]:
     chip, cores, quant = key
     match = _GENERATION.search(chip)
     generation = int(match.group(1)) if match else 99
@@ -338,7 +336,7 @@ def speedup_series(
             by_chip[(cell.chip, cell.gpu_cores or 0)].append(point)
     series = [
         Series(chip_label(chip, cores or None), tuple(points))
-        for (chip, cores), points in sorted(by_chip.items(), key=lambda item: _sort_key((*item[0], "")))
+        for (chip, cores), points in sorted(by_chip.items(), key=lambda item: chip_sort_key((*item[0], "")))
     ]
     ref_points: dict[str, list[Point]] = defaultdict(list)
     for ref in references:

@@ -16,9 +16,9 @@ from django.urls import reverse
 
 from benchhub.results import flags, storage
 from benchhub.results.models import Measurement, Submission, SweepRun
-from benchhub.web import charts
+from benchhub.web import charts, exports
 from benchhub.web.charts import Point, Series
-from benchhub.web.leaderboard import chip_slug, format_change, format_tps
+from benchhub.web.leaderboard import chip_label, chip_slug, format_change, format_tps, short_id
 
 PAGE_SIZE = 50
 # Columns a submissions list never shows: JSON, decoded per row (five per row, most of the list's
@@ -111,12 +111,12 @@ def sweep_lines(runs: list[SweepRun], measurements: list[Measurement]) -> tuple[
     return list(range(1, rep_count + 1)), lines
 
 
-def submission_series(measurements: list[Measurement], prefix: str = "") -> list[Series]:
+def submission_series(measurements: list[Measurement], prefix: str = "", dash: str = "solid") -> list[Series]:
     by_variant: dict[str, list[Point]] = defaultdict(list)
     for m in measurements:
         if m.tg_tps is not None:
             by_variant[m.variant_name].append(Point(m.batch_size, m.tg_tps, n_machines=1))
-    return [Series(f"{prefix}{name}", tuple(points)) for name, points in by_variant.items()]
+    return [Series(f"{prefix}{name}", tuple(points), dash=dash, colour_key=name) for name, points in by_variant.items()]
 
 
 VERIFY_SCRIPT = """curl -fsS {url} -o envelope.json
@@ -187,8 +187,19 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
             charts.quant_mix_figure(model.tensor_bytes_by_type),
         ),
     ]
+    machine = submission.machine
+    markdown = exports.submission_table(
+        measurements,
+        submission.campaign.baseline,
+        title=(
+            f"{submission.campaign.slug}: {chip_label(machine.chip, machine.gpu_cores)}, {model} ({model.file_type}),"
+            f" submission {short_id(submission.pk)}"
+        ),
+        permalink=request.build_absolute_uri(reverse("submission", args=[submission.pk])),
+    )
     return {
-        "page": Page(f"Submission {str(submission.pk)[:8]}"),
+        "page": Page(f"Submission {short_id(submission.pk)}"),
+        "markdown": markdown,
         "chip_slug": chip_slug(submission.machine.chip, submission.machine.gpu_cores),
         "submission": submission,
         "variants": variants,

@@ -1,7 +1,7 @@
 from benchhub_agent.schema import HANDLE_PATTERN
 from django.urls import URLPattern, URLResolver, path, register_converter
 
-from benchhub.web import compare, views
+from benchhub.web import compare, views, wheel
 
 
 class HandleConverter:
@@ -26,4 +26,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("contributors/<handle:handle>/", views.contributor, name="contributor"),
     path("compare/", compare.compare, name="compare"),
     path("about/", views.about, name="about"),
+    path("agent/<str:filename>", wheel.download, name="agent-wheel"),
 ]

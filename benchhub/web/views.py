@@ -9,18 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import Contributor
 from benchhub.results.models import Campaign, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
-from benchhub.web import charts
+from benchhub.web import charts, exports, wheel
 from benchhub.web.leaderboard import (
     CellRow,
     ChipQuantGroup,
@@ -34,6 +36,7 @@ from benchhub.web.leaderboard import (
 )
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
+from benchhub.web.ranking import rank, ranking_rows
 
 FIRST_CAMPAIGN = "mv-ext-iquants"
 
@@ -48,16 +51,6 @@ class CampaignChoice:
     baseline: str
     variants: tuple[str, ...]
     live: bool
-
-
-@dataclass(frozen=True)
-class QuantSection:
-    """The home page shows one model file: a chart across chips, then each chip's table."""
-
-    quant: str
-    model: str
-    chart: Chart
-    groups: list[ChipQuantGroup]
 
 
 @dataclass(frozen=True)
@@ -155,40 +148,55 @@ class RenderedBoard:
 
 
 def _home_board(
-    campaign: CampaignChoice, variant: str, model: ModelChoice | None, published: PublishedRows
+    campaign: CampaignChoice, variant: str, model: ModelChoice | None, quant_filter: str, published: PublishedRows
 ) -> RenderedBoard:
-    cells = _cells(campaign, model_sha256=model.sha256) if model else []
-    references = _references(published)
-    if model is not None:  # published rows of other quants belong to other models
-        references = [ref for ref in references if ref.quant == model.quant]
-    board = build_board(cells, references, campaign.baseline, campaign.variants)
-    quants = sorted({group.quant for group in board})
-    sections = [
-        QuantSection(
-            quant,
-            model.label if model and model.quant == quant else "published rows",
-            Chart(
-                f"speedup-{index}",
-                f"{quant}: speedup of {variant} over {campaign.baseline} by batch size, one line per chip",
-                charts.speedup_figure(
-                    speedup_series(cells, references, quant, variant),
-                    f"{quant}: {variant} over {campaign.baseline}, by chip",
-                ),
-            ),
-            [group for group in board if group.quant == quant],
-        )
-        for index, quant in enumerate(quants)
-    ]
+    """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
+    references = _references(published)
+    every_line = rank(every_cell, references, variant)
+    lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
+    batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
+    cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]
+    # The chosen model's chart; a campaign with no crowd rows yet charts its published rows.
+    quant = model.quant if model else (references[0].quant if references else "")
+    label = model.label if model else "published rows"
+    chart = (
+        Chart(
+            "speedup-0",
+            f"{label} ({quant}): speedup of {variant} over {campaign.baseline} by batch size, by chip",
+            charts.speedup_figure(
+                speedup_series(cells, [r for r in references if r.quant == quant], quant, variant),
+                f"{label} ({quant}): {variant} over {campaign.baseline}, by chip",
+            ),
+        )
+        if quant
+        else None
+    )
     coverage_rows, other_chips = coverage(c.chip for c in every_cell if c.n_machines)
     context = {
         "campaign": campaign,
-        "sections": sections,
+        "variant": variant,
+        "model": model,
+        "ranking": ranking_rows(lines, batch_sizes),
+        "quants": sorted({line.quant for line in every_line}),
+        "quant": quant_filter,
+        "chart": chart,
+        "chart_label": f"{label} ({quant})",
         "coverage": coverage_rows,
         "other_chips": other_chips,
         "has_crowd_rows": any(c.n_machines for c in every_cell),
     }
-    return RenderedBoard(render_to_string("web/_home_board.html", context), bool(sections))
+    return RenderedBoard(render_to_string("web/_home_board.html", context), chart is not None)
+
+
+def _campaign_markdown(request: HttpRequest, campaign: CampaignChoice, variant: str, model: ModelChoice) -> str:
+    query = urlencode({"campaign": campaign.slug, "variant": variant, "model": model.sha256})
+    return exports.campaign_table(
+        _cells(campaign, model_sha256=model.sha256, variant=variant),
+        variant,
+        title=f"{campaign.slug}: {variant} over {campaign.baseline}, {model.label} ({model.quant})",
+        permalink=request.build_absolute_uri(f"{reverse('home')}?{query}"),
+    )
 
 
 @require_safe
@@ -200,13 +208,14 @@ def home(request: HttpRequest) -> HttpResponse:
     variant = compared_variant(campaign, request.GET.get("variant"))
     models = model_choices(campaign)
     model = pick_model(models, request.GET.get("model"))
+    quant = request.GET.get("quant", "").strip().lower()[:32]
     cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
         "home",
-        (campaign, variant, model.sha256 if model else None, published),  # its machine count moves with the cells
+        (campaign, variant, model.sha256 if model else None, quant, published),  # counts move with the cells
         cells,
-        lambda: _home_board(campaign, variant, model, published),
+        lambda: _home_board(campaign, variant, model, quant, published),
     )
     context = {
         "page": Page("Leaderboard"),
@@ -217,6 +226,8 @@ def home(request: HttpRequest) -> HttpResponse:
         "model": model,
         "board": board.html,
         "charts": board.has_charts,  # base.html loads plotly.js only for pages with charts
+        "markdown": _campaign_markdown(request, campaign, variant, model) if model else "",
+        "wheel": wheel.install_line(request),
     }
     return render(request, "web/home.html", context)
 
@@ -278,7 +289,13 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
         "chip", (name, cores, choices, published), cells, lambda: _chip_board(name, cores, choices, published)
     )
     submissions = Submission.objects.public().filter(chip=name, gpu_cores=cores)
+    markdown = exports.chip_table(
+        [(c.slug, c.baseline, _cells(c, chip=name, gpu_cores=cores)) for c in choices if c.live],
+        title=chip_label(name, cores),
+        permalink=request.build_absolute_uri(reverse("chip", args=[slug])),
+    )
     context = {
+        "markdown": markdown,
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,
@@ -322,4 +339,4 @@ def contributor(request: HttpRequest, handle: str) -> HttpResponse:
 
 @require_safe
 def about(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/about.html", {"page": Page("About and method")})
+    return render(request, "web/about.html", {"page": Page("About and method"), "wheel": wheel.install_line(request)})

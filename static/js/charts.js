@@ -4,18 +4,18 @@
   "use strict";
   var LEGEND_ROW_PX = 24;  // as in benchhub/web/charts.py
 
-  // The server lays a figure out for a wide screen: legend two entries a row, ticks "BS8". On a
-  // phone-width plot each legend entry gets the full width (one a row, the figure growing by the
-  // extra rows so the legend never spills over) and the ticks shrink to bare numbers.
+  // The server lays a figure out for a wide screen: the legend a list right of the plot, ticks
+  // "BS8". On a phone-width plot the legend moves under it, one entry a line, the figure growing
+  // by its lines so that none hides behind a scrollbar, and the ticks shrink to bare numbers.
   function fitToPhone(target, layout, data) {
     if (!narrow(target)) { return; }
-    if (layout.legend && layout.legend.entrywidthmode === "fraction") {
+    if (layout.legend && layout.legend.orientation === "v") {
       var entries = data.filter(function (trace) { return trace.showlegend !== false; }).length;
-      var extra = LEGEND_ROW_PX * (entries - Math.ceil(entries / 2));
-      layout.margin.b += extra;
-      layout.height += extra;
-      // A list under the plot, left-aligned with it (a legend left of the plot area would push it aside).
-      layout.legend = {orientation: "v", x: 0, xanchor: "left", y: -0.24, yanchor: "top", font: layout.legend.font};
+      var lines = LEGEND_ROW_PX * entries + 16;
+      layout.margin.b += lines;
+      layout.height = 320 + layout.margin.b;
+      layout.legend = {orientation: "v", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom",
+                       font: layout.legend.font, maxheight: lines, tracegroupgap: 0};
     }
     if (layout.xaxis && layout.xaxis.ticktext) {
       layout.xaxis.ticktext = layout.xaxis.tickvals.map(String);

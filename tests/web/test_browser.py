@@ -1,10 +1,13 @@
 """Headless Chromium (Debian's chromium + chromium-driver) over a live server holding the quick-start
-data (published rows plus demo submissions through the real ingest): every chart draws its SVG, the
-console stays clean, phone-width pages never scroll sideways, and screenshots land in test-artifacts/."""
+data (published rows plus demo submissions through the real ingest), at 1400 px and 390 px: every
+chart draws its SVG with every legend entry in view, the console stays clean, pages never scroll
+sideways, the ranking and every batch-size column are in view or their table says it scrolls, and
+screenshots land in $BENCHHUB_SCREENSHOTS (a temporary folder by default)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +21,7 @@ from django.urls import reverse
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from benchhub.results.models import Campaign, Submission
 from benchhub.web import charts
@@ -26,8 +29,8 @@ from benchhub.web.charts import Point, Series
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-DESKTOP, PHONE = (1280, 900), (390, 844)
+SHOTS = Path(os.environ.get("BENCHHUB_SCREENSHOTS", Path(tempfile.gettempdir()) / "benchhub-screenshots"))
+DESKTOP, PHONE = (1400, 900), (390, 844)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +71,7 @@ def quick_start_site(transactional_db: None) -> Submission:
     return Submission.objects.filter(machine__chip="Apple M2").order_by("received_at").first()  # type: ignore[return-value]
 
 
-def visit(browser: webdriver.Chrome, url: str, size: tuple[int, int], shot: str, plots: int) -> None:
+def visit(browser: webdriver.Chrome, url: str, size: tuple[int, int], plots: int) -> None:
     browser.get_log("browser")  # drop what earlier pages logged
     browser.set_window_size(*size)
     browser.get(url)
@@ -81,31 +84,162 @@ def visit(browser: webdriver.Chrome, url: str, size: tuple[int, int], shot: str,
         assert plot.find_elements(By.CSS_SELECTOR, "g.trace path, g.trace rect, g.points path"), plot.get_attribute(
             "id"
         )
+    assert bool(browser.find_elements(By.CSS_SELECTOR, "script[src*='plotly-cartesian']")) == (plots > 0)
     errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
     assert errors == [], errors
     overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"{url} scrolls sideways by {overflow}px at {size[0]}px wide"
-    ARTIFACTS.mkdir(exist_ok=True)
+
+
+def screenshot(browser: webdriver.Chrome, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    width = browser.execute_script("return window.innerWidth")
     height = browser.execute_script("return document.documentElement.scrollHeight")
-    browser.set_window_size(size[0], min(height, 4000))
-    assert browser.save_screenshot(str(ARTIFACTS / f"{shot}.png"))
+    browser.set_window_size(width, min(height, 4000))
+    assert browser.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+# Per legend: how many entries plotly drew, how many the figure has, and whether each lies inside
+# the plot's box (a legend clipped into its own scrolling box fails the last).
+LEGENDS = """
+return Array.from(document.querySelectorAll('[data-figure]')).map(function (plot) {
+  var box = plot.getBoundingClientRect();
+  var entries = Array.from(plot.querySelectorAll('g.legend g.traces'));
+  var wanted = plot._fullData.filter(function (t) { return t.showlegend !== false; }).length;
+  var inside = entries.every(function (e) {
+    var r = e.getBoundingClientRect();
+    return r.height > 0 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1 && r.right <= box.right + 1;
+  });
+  var scrollbar = plot.querySelector('g.legend rect.scrollbar');
+  return [entries.length, wanted, inside, scrollbar ? scrollbar.getBoundingClientRect().height : 0];
+});
+"""
+
+# Per wide table: whether it fits, and otherwise whether its scroll hint shows.
+TABLES = """
+return Array.from(document.querySelectorAll(arguments[0])).map(function (table) {
+  var wrap = table.closest('.table-wrap');
+  var hint = wrap.previousElementSibling;
+  var fits = wrap.scrollWidth <= wrap.clientWidth + 1;
+  var hinted = wrap.classList.contains('scrolls') && hint && hint.classList.contains('scroll-hint') &&
+    hint.getBoundingClientRect().height > 0;
+  var box = wrap.getBoundingClientRect();
+  var headers = Array.from(table.tHead.rows[0].cells).map(function (th) {
+    var r = th.getBoundingClientRect();
+    return [th.textContent.trim(), r.left >= box.left - 1 && r.right <= box.right + 1];
+  });
+  return [fits, hinted, headers];
+});
+"""
+
+
+def check_legends(browser: webdriver.Chrome) -> None:
+    for drawn, wanted, inside, scrollbar in browser.execute_script(LEGENDS):
+        assert drawn == wanted and inside and scrollbar == 0, (drawn, wanted, inside, scrollbar)
+
+
+def check_tables(browser: webdriver.Chrome, selector: str, must_fit: bool) -> None:
+    found = browser.execute_script(TABLES, selector)
+    assert found, selector
+    for fits, hinted, headers in found:
+        if must_fit:
+            assert fits and all(visible for _, visible in headers), headers
+        else:
+            assert fits or hinted, headers  # out of view only with a visible affordance
 
 
 def test_it_draws_every_page_in_headless_chromium(
     browser: webdriver.Chrome, live_server: Any, quick_start_site: Submission
 ) -> None:
     base = live_server.url
-    visit(browser, base + "/", DESKTOP, "home-desktop", plots=3)
-    visit(browser, base + "/", PHONE, "home-phone", plots=3)
-    visit(browser, base + reverse("chip", args=["apple-m5-pro-20c"]), DESKTOP, "chip-desktop", plots=3)
-    visit(browser, base + reverse("submission", args=[quick_start_site.pk]), DESKTOP, "submission-desktop", plots=2)
-    visit(browser, base + reverse("submission", args=[quick_start_site.pk]), PHONE, "submission-phone", plots=2)
-    compare = f"{reverse('compare')}?a=apple-m1-8c&b=apple-m5-pro-20c"
-    visit(browser, base + compare, DESKTOP, "compare-desktop", plots=3)
-    visit(browser, base + compare, PHONE, "compare-phone", plots=3)
-    visit(browser, base + reverse("contributor", args=["demo-ada"]), PHONE, "contributor-phone", plots=0)
-    visit(browser, base + "/?campaign=few-row-mma", PHONE, "few-row-mma-phone", plots=1)
-    visit(browser, base + reverse("about"), PHONE, "about-phone", plots=0)
+    for size, tag in ((DESKTOP, "1400"), (PHONE, "390")):
+        visit(browser, base + "/", size, plots=1)
+        check_legends(browser)
+        check_tables(browser, "table.ranking", must_fit=size == DESKTOP)
+        screenshot(browser, f"home-{tag}")
+
+        visit(browser, base + reverse("chip", args=["apple-m5-pro-20c"]), size, plots=3)
+        check_legends(browser)
+        check_tables(browser, "table.board", must_fit=size == DESKTOP)  # BS1 to BS16 and BS8/BS1 in view
+        headers = browser.execute_script(TABLES, "table.board")[0][2]
+        assert [text for text, _ in headers][1:10] == [f"BS{bs}" for bs in (1, 2, 3, 4, 5, 8, 9, 12, 16)]
+        screenshot(browser, f"chip-{tag}")
+
+        visit(browser, base + reverse("submission", args=[quick_start_site.pk]), size, plots=2)
+        assert browser.find_element(By.CSS_SELECTOR, "button.copy").get_attribute("hidden") is None
+        assert "1.72 B parameters" in browser.find_element(By.TAG_NAME, "body").text  # demo.py: 1,720,574,976
+        screenshot(browser, f"submission-{tag}")
+
+        compare = f"{reverse('compare')}?a=apple-m1-8c&b=apple-m5-pro-20c"
+        visit(browser, base + compare, size, plots=3)
+        check_legends(browser)
+        screenshot(browser, f"compare-chips-{tag}")
+
+        visit(browser, base + reverse("contributor", args=["demo-ada"]), size, plots=0)
+        ids = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "table th[scope=row] code")]
+        assert len(ids) >= 2 and len(set(ids)) == len(ids), ids  # short ids that differ
+        screenshot(browser, f"contributor-{tag}")
+
+    visit(browser, base + "/?campaign=few-row-mma", PHONE, plots=1)
+    visit(browser, base + reverse("about"), PHONE, plots=0)
+    screenshot(browser, "about-390")
+
+
+def test_it_sorts_filters_and_searches_the_ranking_and_copies_markdown(
+    browser: webdriver.Chrome, live_server: Any, quick_start_site: Submission
+) -> None:
+    visit(browser, live_server.url + "/", DESKTOP, plots=1)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")
+    figures = [float(r.find_element(By.CSS_SELECTOR, "td.headline").get_attribute("data-value")) for r in rows]
+    assert figures == sorted(figures, reverse=True)
+    browser.find_element(By.XPATH, "//table[@id='ranking']//th[contains(., 'speedup')]/button").click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")
+    assert [float(r.find_element(By.CSS_SELECTOR, "td.headline").get_attribute("data-value")) for r in rows] == sorted(
+        figures
+    )
+
+    search = browser.find_element(By.ID, "ranking-search")
+    assert search.is_displayed()
+    search.send_keys("m4 pro")
+    shown = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr") if r.is_displayed()]
+    assert shown and all("M4 Pro" in text for text in shown)
+    search.clear()
+    search.send_keys(" ")  # input event with no words: every line again
+
+    Select(browser.find_element(By.ID, "ranking-quant")).select_by_value("iq3_xxs")
+    shown = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr") if r.is_displayed()]
+    assert shown and all("IQ3_XXS" in text for text in shown)
+
+    copy = browser.find_element(By.CSS_SELECTOR, "button.copy")
+    browser.find_element(By.CSS_SELECTOR, "details.markdown-export summary").click()
+    assert copy.is_displayed()
+    markdown = browser.find_element(By.ID, "markdown-campaign").get_attribute("value") or ""
+    assert markdown.startswith("**mv-ext-iquants: 01 over upstream") and "| Apple M5 Pro (20-core GPU) |" in markdown
+
+
+def test_it_picks_two_submissions_by_name_and_draws_a_legend_that_says_which_is_which(
+    browser: webdriver.Chrome, live_server: Any, quick_start_site: Submission
+) -> None:
+    visit(browser, live_server.url + reverse("compare"), DESKTOP, plots=0)
+    Select(browser.find_element(By.ID, "from")).select_by_value("contributor:demo-ada")
+    browser.find_element(By.XPATH, "//button[text()='List them']").click()
+    WebDriverWait(browser, 10).until(lambda driver: driver.find_elements(By.ID, "sub-b"))
+    first, second = (Select(browser.find_element(By.ID, f"sub-{side}")) for side in "ab")
+    assert first.first_selected_option.text != second.first_selected_option.text
+    assert "demo-ada" in first.first_selected_option.text
+    browser.find_element(By.XPATH, "//button[text()='Compare submissions']").click()
+    WebDriverWait(browser, 20).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, "[data-figure] g.legend"))
+    check_legends(browser)
+    names = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "g.legend text.legendtext")]
+    assert any(n.startswith("A ") for n in names) and any(n.startswith("B ") for n in names)
+    dashes = browser.execute_script(
+        "return document.querySelector('[data-figure]')._fullData.map(function (t) { return [t.name, t.line.dash]; })"
+    )
+    assert {dash for name, dash in dashes if name.startswith("A ")} == {"solid"}
+    assert {dash for name, dash in dashes if name.startswith("B ")} == {"dash"}
+    title = browser.find_element(By.CSS_SELECTOR, "g.infolayer .gtitle").text
+    assert "A solid, B dashed" in title
+    screenshot(browser, "compare-submissions-1400")
 
 
 def test_it_draws_the_api_docs_from_this_host_only_under_the_csp(browser: webdriver.Chrome, live_server: Any) -> None:

@@ -85,6 +85,20 @@ def test_it_serves_from_the_cache_the_page_it_would_render_without_it(
 
 
 M1_IQ3 = f"Apple M1 (8-core GPU)</a> · {IQ3.label} (IQ3_XXS)"
+M1_IQ3_LINE = f'Apple M1 (8-core GPU)</a><span class="model">{IQ3.label} (IQ3_XXS)'
+# What dina's M1 IQ3_XXS run changes: the ranking's line of 01 (chen's 01 was degenerate) and the
+# chip table's 01+02 cell (chen's run and dina's).
+CHANGED = {"/": "1 machine<", "/chips/apple-m1-8c/": "2 submissions, 2 contributors"}
+
+
+def _board(text: str, url: str) -> str:
+    """The part of the page that shows the M1 IQ3_XXS cells: the chip's table, or the ranking's line."""
+    if url != "/":
+        return _table(text, M1_IQ3)
+    start = text.index(M1_IQ3_LINE)
+    return text[start : text.index("</tr>", start)]
+
+
 IQ3_MODEL = {"model": hashlib.sha256(f"demo-model:{IQ3.label}".encode()).hexdigest()}  # as demo.py names it
 DINA_M1_IQ3 = demo.DemoRun("demo-dina", M1, IQ3, 1, demo.Trouble())
 
@@ -95,13 +109,15 @@ def test_it_shows_a_refreshed_cell_on_the_home_and_chip_pages_at_once(
     settings.BENCHHUB_BOARD_MAX_STALENESS_SECONDS = 0
     home, chip = page_text(client.get("/", IQ3_MODEL)), page_text(client.get(CHIP_PAGE))
     assert page_text(client.get("/", IQ3_MODEL)) == home  # served again, from the cache
-    assert "2 submissions, 2 contributors" not in _table(home, M1_IQ3)
+    assert CHANGED["/"] not in _board(home, "/")
+    assert CHANGED[CHIP_PAGE] not in _board(chip, CHIP_PAGE)
 
     ingest_runs(live_campaign, [DINA_M1_IQ3])
 
-    for before, after in ((home, page_text(client.get("/", IQ3_MODEL))), (chip, page_text(client.get(CHIP_PAGE)))):
-        assert "2 submissions, 2 contributors" in _table(after, M1_IQ3)  # 01+02: chen's run and dina's
-        assert _table(after, M1_IQ3) != _table(before, M1_IQ3)
+    for url, before in (("/", home), (CHIP_PAGE, chip)):
+        after = page_text(client.get(url, IQ3_MODEL if url == "/" else {}))
+        assert CHANGED[url] in _board(after, url)
+        assert _board(after, url) != _board(before, url)
 
 
 @pytest.mark.parametrize("url", ["/", CHIP_PAGE])
@@ -115,18 +131,18 @@ def test_it_serves_a_changed_board_as_rendered_within_the_bound_and_renders_it_a
 ) -> None:
     clock = stale_within(5, settings, monkeypatch)
     params = IQ3_MODEL if url == "/" else {}
-    served = _table(page_text(client.get(url, params)), M1_IQ3)
-    assert "2 submissions, 2 contributors" not in served
+    served = _board(page_text(client.get(url, params)), url)
+    assert CHANGED[url] not in served
 
     ingest_runs(live_campaign, [DINA_M1_IQ3])
     clock.now += 4.9
-    assert _table(page_text(client.get(url, params)), M1_IQ3) == served  # the cells' version moved, the board did not
+    assert _board(page_text(client.get(url, params)), url) == served  # the cells' version moved, the board did not
 
     clock.now += 0.1
-    renewed = _table(page_text(client.get(url, params)), M1_IQ3)
-    assert "2 submissions, 2 contributors" in renewed  # 01+02: chen's run and dina's
+    renewed = _board(page_text(client.get(url, params)), url)
+    assert CHANGED[url] in renewed
     clock.now += 4.9
-    assert _table(page_text(client.get(url, params)), M1_IQ3) == renewed  # kept again, under the new version
+    assert _board(page_text(client.get(url, params)), url) == renewed  # kept again, under the new version
 
 
 def test_it_renders_a_stale_board_once_while_other_requests_arrive_during_the_render(
@@ -191,12 +207,14 @@ def test_it_still_reads_query_parameters_and_the_submissions_list_per_request(
     client: Client, small_site: list[Submission]
 ) -> None:
     first, second = page_text(client.get("/")), page_text(client.get("/", {"variant": "01+02"}))
-    assert "IQ2_XXS: 01 over upstream, by chip" in first
-    assert "IQ2_XXS: 01+02 over upstream, by chip" in second
+    assert "(IQ2_XXS): 01 over upstream, by chip" in first
+    assert "(IQ2_XXS): 01+02 over upstream, by chip" in second
     assert '<option value="01+02" selected>' in second
-    assert "IQ2_XXS: 01 over upstream, by chip" in page_text(client.get("/"))
-    assert "38.6→120 (+210%)" not in first
-    assert "38.6→120 (+210%)" in page_text(client.get("/", {"campaign": "few-row-mma"}))  # its published rows
+    assert "(IQ2_XXS): 01 over upstream, by chip" in page_text(client.get("/"))
+    assert "Apple M3 Ultra (60-core GPU) <span" not in first
+    assert "Apple M3 Ultra (60-core GPU) <span" in page_text(client.get("/", {"campaign": "few-row-mma"}))
+    only_iq3 = page_text(client.get("/", {"quant": "iq3_xxs"}))  # the ranking's quant filter, any case
+    assert "(IQ3_XXS)</span>" in only_iq3 and "(IQ2_XXS)</span>" not in only_iq3
 
     m1 = sorted((s for s in small_site if s.machine.chip == M1.chip), key=lambda s: (s.received_at, s.pk))
     newest, older = m1[-1], m1[0]

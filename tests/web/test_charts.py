@@ -1,6 +1,6 @@
 """charts.py is pure: figures are checked from plain values, no database."""
 
-import hashlib
+import re
 from pathlib import Path
 
 import plotly
@@ -77,10 +77,16 @@ def test_it_draws_an_empty_quant_mix_without_dividing_by_zero() -> None:
     assert charts.quant_mix_figure({})["data"] == []
 
 
-def test_it_vendors_the_plotly_js_that_the_python_package_was_built_against() -> None:
-    shipped = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    vendored = ROOT / "static" / "vendor" / "plotly-4.1.1.min.js"
-    assert hashlib.sha256(vendored.read_bytes()).digest() == hashlib.sha256(shipped.read_bytes()).digest()
+def test_it_vendors_the_cartesian_dist_of_the_plotly_js_the_python_package_was_built_against() -> None:
+    """The figures are validated by plotly.py (below) and drawn by the cartesian bundle: the same
+    plotly.js version, a third of the bytes (scatter and bar are all the pages draw)."""
+    shipped = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text()[:200]
+    vendored = ROOT / "static" / "vendor" / "plotly-cartesian-4.1.1.min.js"
+    version = re.search(r"plotly\.js v(\d+\.\d+\.\d+)", shipped)
+    assert version and version.group(1) == "4.1.1"
+    assert vendored.read_text()[:200].startswith("/**\n* plotly.js (cartesian - minified) v4.1.1\n")
+    assert vendored.stat().st_size < 2_000_000
+    assert "MIT" in (ROOT / "static" / "vendor" / "plotly-cartesian-4.1.1.LICENSE").read_text()
 
 
 def test_it_builds_figures_that_plotly_accepts_as_valid() -> None:

@@ -1,4 +1,4 @@
-"""leaderboard.py is pure: grouping, the familiar `148→210 (+42%)` form, amortisation, coverage."""
+"""leaderboard.py is pure: grouping, the agent's `148.0→209.9 (+42%)` form, amortisation, coverage."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +78,7 @@ def m5(variant: str, batch_size: int, base: float, value: float, **extra: Any) -
 
 @pytest.mark.parametrize(
     ("baseline", "value", "expected"),
-    [(148.0, 209.9, "148→210 (+42%)"), (71.5, 90.3, "71.5→90.3 (+26%)"), (307.3, 244.6, "307→245 (−20%)")],
+    [(148.0, 209.9, "148.0→209.9 (+42%)"), (71.5, 90.3, "71.5→90.3 (+26%)"), (307.3, 244.6, "307.3→244.6 (−20%)")],
 )
 def test_it_writes_the_published_form(baseline: float, value: float, expected: str) -> None:
     assert leaderboard.format_pair(baseline, value, value / baseline) == expected
@@ -99,14 +99,14 @@ def test_it_groups_variants_under_a_baseline_row_with_the_amortisation_factor() 
     [group] = leaderboard.build_board(cells, [], "upstream", ["upstream", "01", "01+02"])
     assert (group.label, group.slug, group.batch_sizes) == ("Apple M5 Pro (20-core GPU)", "apple-m5-pro-20c", [1, 8])
     baseline, patched = group.rows
-    assert [c.text for c in baseline.cells] == ["128", "138"]
+    assert [c.text for c in baseline.cells] == ["127.5", "137.7"]
     assert baseline.amortisation == "1.08×"
-    assert patched.cells[1].text == "138→238 (+73%)"
+    assert patched.cells[1].text == "137.7→237.7 (+73%)"
     assert patched.cells[1].details == (
         "range of 3 machines: +70% to +76%",
-        "3 submissions, 2 contributors",
         "too few machines",
     ), "a range is never called a 95% interval"
+    assert patched.cells[1].counts == "3 submissions, 2 contributors"
     assert patched.amortisation == "1.86×"
 
 
@@ -133,9 +133,9 @@ def test_it_puts_published_rows_beside_crowd_rows_of_the_same_chip_and_quant_wit
     assert [(g.chip, bool(g.rows)) for g in groups] == [("Apple M1", False), ("Apple M5 Pro", True)]
     m5_group = groups[1]
     assert m5_group.batch_sizes == [4, 16]
-    assert m5_group.rows[1].cells[0].text == "100→120 (+20%)"  # the crowd median stays the crowd's
+    assert m5_group.rows[1].cells[0].text == "100.0→120.0 (+20%)"  # the crowd median stays the crowd's
     [ref] = m5_group.references
-    assert [c.text for c in ref.cells] == ["148→210 (+42%)", "307→245 (−20%)"]
+    assert [c.text for c in ref.cells] == ["148.0→209.9 (+42%)", "307.3→244.6 (−20%)"]
 
 
 def test_it_orders_chips_by_generation_then_tier_within_a_quant() -> None:

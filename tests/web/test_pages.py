@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from io import StringIO
 from typing import Any
 
+import benchhub_agent
 import pytest
 from django.core.management import call_command
 from django.test import Client
@@ -37,35 +39,54 @@ def test_it_invites_the_first_contribution_when_a_campaign_has_no_rows(client: C
 def test_it_shows_published_rows_marked_and_apart_before_any_crowd_row(client: Client, live_campaign: Campaign) -> None:
     call_command("load_reference_rows", stdout=StringIO())
     text = page_text(client.get("/"))
-    assert "148→210 (+42%)" in text
-    assert "71.5→90.3 (+26%)" in text
-    assert "published, not signed" in text
-    assert "published only" in text
+    assert text.count('<tr class="reference"') == 3  # the ranking's published lines: M5 Pro IQ2_XXS, IQ3_XXS; M1
+    assert "M5 Pro 24GB" in text and "published, not signed" in text
+    chip = page_text(client.get(reverse("chip", args=["apple-m5-pro"])))
+    assert "148.0→209.9 (+42%)" in chip
+    assert "published only" in chip
 
 
 def test_it_renders_the_leaderboard_from_cells_with_counts_intervals_and_exclusions(
     client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(8):
         text = page_text(client.get("/"))
-    assert "Apple M5 Pro (20-core GPU)" in text
-    assert 'href="/chips/apple-m5-pro-20c/"' in text
+    ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
+    assert 'href="/chips/apple-m5-pro-20c/">Apple M5 Pro (20-core GPU)</a>' in ranking
     m5_bs8 = LeaderboardCell.objects.get(chip="Apple M5 Pro", quant="IQ2_XXS", variant="01", batch_size=8)
     assert (m5_bs8.n_machines, m5_bs8.interval) == (2, "range")
-    assert "range of 2 machines" in text and "2 submissions, 2 contributors" in text
+    assert "range of 2 machines" in ranking
     assert "95% CI" not in text, "no cell of the small site has six machines"
-    assert "1 excluded: correctness failed" in text  # M1 IQ2_XXS 01+02
-    iq3 = LeaderboardCell.objects.filter(quant="IQ3_XXS").values_list("model_sha256", flat=True).first()
-    assert "1 excluded: degenerate output" in page_text(client.get("/", {"model": iq3}))  # M1 IQ3_XXS 01
-    assert "BS8/BS1" in text
-    assert "148→210 (+42%)" in text  # the published M5 Pro row beside the crowd rows
+    assert ">BS1<" not in ranking, "the ranking has one figure per line; every batch size is on the chip page"
+    assert ranking.count('<svg class="spark"') == ranking.count("<strong>") >= 4  # a sparkline a measured line
     assert '<script id="speedup-0" type="application/json">' in text
-    assert "vendor/plotly-4.1.1.min.js" in text
+    assert "vendor/plotly-cartesian-4.1.1.min.js" in text
+    chip = page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
+    assert "1 excluded: correctness failed" in chip  # M1 IQ2_XXS 01+02
+    assert "1 excluded: degenerate output" in chip  # M1 IQ3_XXS 01
+    assert "BS8/BS1" in chip and 'title="1 submission, 1 contributor"' in chip
+
+
+M5, IQ2_LABEL = "Apple M5 Pro (20-core GPU)", "Qwen3-1.7B UD-IQ2_XXS (IQ2_XXS)"
+
+
+def test_it_ranks_one_line_per_chip_and_model_by_the_headline(client: Client, small_site: list[Submission]) -> None:
+    text = page_text(client.get("/"))
+    ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
+    figures = [float(x) for x in re.findall(r'class="num headline" data-value="([0-9.]+)"', ranking)]
+    assert figures == sorted(figures, reverse=True) and len(figures) >= 4
+    m5 = LeaderboardCell.objects.filter(
+        chip="Apple M5 Pro", quant="IQ2_XXS", variant="01", batch_size__in=[2, 3, 4, 5, 8]
+    )
+    expected = math.prod(c.speedup for c in m5) ** (1 / 5)
+    line = ranking[ranking.index(f'href="/chips/apple-m5-pro-20c/">{M5}</a><span class="model">{IQ2_LABEL}') :]
+    shown = re.search(r'headline" data-value="([0-9.]+)"', line)
+    assert shown and math.isclose(float(shown.group(1)), expected, rel_tol=1e-9)
 
 
 def test_it_charts_the_chosen_variant_and_lists_missing_chips(client: Client, small_site: list[Submission]) -> None:
     text = page_text(client.get("/", {"variant": "01+02"}))
-    assert "IQ2_XXS: 01+02 over upstream, by chip" in text
+    assert "(IQ2_XXS): 01+02 over upstream, by chip" in text
     assert "M5 Pro" in text
     coverage = text[text.index('id="coverage"') :]
     assert '✓ measured<span class="sr"> (M5 Pro)' in coverage
@@ -77,8 +98,9 @@ def test_it_offers_a_campaign_known_only_from_published_rows(client: Client, liv
     call_command("load_reference_rows", stdout=StringIO())
     text = page_text(client.get("/", {"campaign": "few-row-mma"}))
     assert "few-row-mma (published rows only)" in text
-    assert "32.7→49.7 (+52%)" in text
-    assert "38.6→120 (+210%)" in text
+    assert "Apple M3 Ultra (60-core GPU) <span" in text and "published, not signed" in text
+    chip = page_text(client.get(reverse("chip", args=["apple-m3-ultra-60c"])))
+    assert "32.7→49.7 (+52%)" in chip and "38.6→119.7 (+210%)" in chip
     assert 'id="coverage"' not in text  # nobody can contribute to a campaign the service does not run
 
 
@@ -89,7 +111,7 @@ def test_it_shows_the_published_m3_ultra_rows_beside_the_live_few_row_mma_campai
     text = page_text(client.get("/", {"campaign": "few-row-mma"}))
     assert "published rows only" not in text
     assert "pr-29869" in text and "master-836d571" in text
-    assert "32.7→49.7 (+52%)" in text and "38.6→120 (+210%)" in text
+    assert "Apple M3 Ultra (60-core GPU) <span" in text and '<tr class="reference"' in text
     assert 'id="coverage"' in text  # a live campaign asks for contributions
 
 
@@ -100,12 +122,13 @@ def test_it_answers_404_for_an_unknown_campaign(client: Client, live_campaign: C
 def test_it_shows_a_chip_with_its_charts_tables_and_submissions(
     client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(12):  # the Markdown export reads each live campaign's cells of the chip
         text = page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
     assert "<h1>Apple M1 (8-core GPU)</h1>" in text
     assert "(IQ2_XXS): decode t/s by batch size" in text
     assert "IQ3_XXS" in text
     assert "71.5→90.3 (+26%)" in text  # the published M1 row shows on the chip page too
+    assert "Copy as Markdown" in text and "| Apple" not in text
     assert "M1 16GB (MacBook Air): upstream (published, not signed)" in text  # and on its chart, dotted
     for submission in small_site:
         if submission.machine.chip == "Apple M1":
@@ -161,9 +184,10 @@ def test_it_starts_from_the_newest_on_a_malformed_cursor(client: Client, small_s
 
 def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> None:
     text = page_text(client.get(reverse("about")))
-    for phrase in ("interleaved", "paired ratio", "median", "95% interval", "degenerate", "correctness failed"):
-        assert phrase in text.replace("Interleav", "interleav")
+    for phrase in ("interleaved", "paired", "median", "95% CI", "range of N machines", "degenerate", "geometric mean"):
+        assert phrase in text.replace("Interleav", "interleav").replace("Paired", "paired")
     assert "benchhub-agent run path/to/model.gguf --server http://testserver --handle you" in text
+    assert f"pipx install http://testserver/agent/benchhub_agent-{benchhub_agent.__version__}-py3-none-any.whl" in text
     assert f'href="{reverse("api-docs")}"' in text
     assert f'href="{reverse("measurements-csv")}"' in text
 
@@ -171,7 +195,7 @@ def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> Non
 def test_it_compares_two_chips_side_by_side(
     client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(7):
         text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c"}))
     assert "Apple M1 (8-core GPU) vs Apple M5 Pro (20-core GPU)" in text
     assert '<script id="compare-0" type="application/json">' in text
@@ -217,5 +241,8 @@ def test_it_offers_only_crowd_measured_chips_for_comparison(client: Client, smal
 def test_it_says_what_to_pick_when_compare_gets_nonsense(client: Client, small_site: list[Submission]) -> None:
     response = client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "not-a-thing"})
     assert response.status_code == 400
-    assert "Pick two chips from the lists, or paste two submission ids." in response.content.decode()
+    assert (
+        "Pick two chips, or two submissions from a chip&#x27;s or a contributor&#x27;s list."
+        in response.content.decode()
+    )
     assert page_text(client.get(reverse("compare")))  # the empty form

@@ -7,7 +7,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from benchhub.web.leaderboard import CellView
+from benchhub.web.leaderboard import CellView, human_count, short_id
 
 register = template.Library()
 
@@ -19,4 +19,11 @@ def cell_td(cell: CellView, kind: str = "crowd") -> SafeString:
     if cell.state == "empty":
         return format_html('<td class="num empty"><span aria-label="{}">·</span></td>', EMPTY_LABELS[kind])
     details = format_html_join("", '<span class="detail">{}</span>', ((line,) for line in cell.details))
+    if cell.counts:
+        return format_html('<td class="num {}" title="{}">{}{}</td>', cell.state, cell.counts, cell.text, details)
     return format_html('<td class="num {}">{}{}</td>', cell.state, cell.text, details)
+
+
+# The tail of a UUIDv7 is random; its head is the arrival time, the same for a day's submissions.
+register.filter("short_id", short_id)
+register.filter("human_count", human_count)

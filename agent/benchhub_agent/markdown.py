@@ -1,0 +1,105 @@
+"""Results as a GitHub Markdown table, the form patch authors paste into pull requests:
+`148.0→209.9 (+42%)` per batch size, with the number of machines, what the interval is, and a
+permalink. Pure: the agent prints it after a run and the site offers the same text to copy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One batch size of one line: decode t/s of the baseline and of the variant."""
+
+    batch_size: int
+    baseline_tg_tps: float | None
+    tg_tps: float | None
+    speedup: float | None = None  # when None, tg_tps / baseline_tg_tps
+    n_machines: int = 1
+    interval: str | None = None  # "95%", "range" or None, as the leaderboard's cells say
+
+
+@dataclass(frozen=True)
+class Line:
+    label: str  # the first column, e.g. "Apple M5 Pro (20-core GPU), 01"
+    cells: Sequence[Cell]
+
+
+def format_tps(value: float | None) -> str:
+    """One decimal: decode t/s are measured to a tenth."""
+    return "–" if value is None else f"{value:.1f}"
+
+
+def format_change(speedup: float | None) -> str:
+    if speedup is None:
+        return "–"
+    percent = round((speedup - 1.0) * 100)
+    return f"{'+' if percent > 0 else ('−' if percent < 0 else '±')}{abs(percent)}%"
+
+
+def format_pair(baseline: float | None, value: float | None, speedup: float | None) -> str:
+    """`148.0→209.9 (+42%)`; the change is the speedup given, which for a median over machines is
+    not always the ratio of the two medians shown."""
+    if speedup is None and baseline and value is not None:
+        speedup = value / baseline
+    return f"{format_tps(baseline)}→{format_tps(value)} ({format_change(speedup)})"
+
+
+def lines_of_run(cells: Iterable[Mapping[str, Any]], baseline: str) -> list[Line]:
+    """One line per variant of one machine's run, from rows shaped as report.cells() gives them
+    (variant, batch_size, tg_tps, baseline_tg_tps, speedup); the baseline is left out."""
+    by_variant: dict[str, list[Cell]] = {}
+    for row in cells:
+        if row["variant"] != baseline and row["tg_tps"] is not None:
+            cell = Cell(row["batch_size"], row["baseline_tg_tps"], row["tg_tps"], row["speedup"])
+            by_variant.setdefault(row["variant"], []).append(cell)
+    return [Line(name, found) for name, found in by_variant.items()]
+
+
+def _machines(cells: Sequence[Cell]) -> str:
+    counts = sorted({cell.n_machines for cell in cells})
+    if not counts:
+        return "–"
+    span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    return f"{span} machine{'' if counts == [1] else 's'}"
+
+
+def _interval(cells: Sequence[Cell]) -> str:
+    """What the interval is, in the site's words: "95% CI" only for a 95% interval."""
+    words = []
+    if any(cell.interval == "95%" for cell in cells):
+        words.append("95% CI")
+    ranges = [cell for cell in cells if cell.interval == "range"]
+    if ranges:
+        words.append(f"range of {_machines(ranges)}")
+    if any(cell.interval is None for cell in cells):
+        words.append("none (1 machine)")
+    return " / ".join(words) or "–"
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def table(lines: Sequence[Line], *, title: str, permalink: str) -> str:
+    """A bold title, a table with one column per batch size any line has, and the permalink."""
+    batch_sizes = sorted({cell.batch_size for line in lines for cell in line.cells})
+    header = ["", "machines", "interval", *(f"BS{size}" for size in batch_sizes)]
+    out = [
+        f"**{_escape(title)}** (decode t/s, baseline→variant)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|---|---|" + "---:|" * len(batch_sizes),
+    ]
+    for line in lines:
+        by_size = {cell.batch_size: cell for cell in line.cells}
+        values = [
+            format_pair(cell.baseline_tg_tps, cell.tg_tps, cell.speedup) if (cell := by_size.get(size)) else ""
+            for size in batch_sizes
+        ]
+        row = [_escape(line.label), _machines(line.cells), _interval(line.cells), *values]
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", f"Source: <{permalink}>", ""]
+    return "\n".join(out)

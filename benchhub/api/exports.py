@@ -1,0 +1,60 @@
+"""The measurements CSV: the JSON list's columns plus what a spreadsheet needs beside them (the
+model, the date, demo, degenerate output, the cell's verdict and interval kind), with floats rounded
+to what was measured."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce, NullIf
+
+from benchhub.api import serializers
+from benchhub.results.models import GenerationCheck, LeaderboardCell, Measurement
+
+# llama-batched-bench prints t/s with 2 decimals; a speedup is a ratio of two such numbers of ~10-300 t/s,
+# good to about 1e-4. More digits would be float noise (66.33500000000001).
+DECIMALS = {"tg_tps": 2, "baseline_tg_tps": 2, "speedup": 4}
+
+_MEASUREMENT_SOURCES = {
+    "submission": "submission_id",
+    "campaign": "campaign__slug",
+    "contributor": "contributor__handle",
+    "variant": "variant_name",
+}
+_EXTRA = ("model", "received_at", "demo", "degenerate", "verdict", "interval")
+CSV_COLUMNS: tuple[str, ...] = (*serializers.MeasurementSerializer.Meta.fields, *_EXTRA)
+CSV_SOURCES: tuple[str, ...] = tuple(_MEASUREMENT_SOURCES.get(column, column) for column in CSV_COLUMNS)
+
+
+def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
+    """The extra columns as annotations: one query, streamed; the cell's verdict through its unique key."""
+    cell = LeaderboardCell.objects.filter(
+        campaign=OuterRef("campaign"),
+        chip=OuterRef("chip"),
+        gpu_cores=OuterRef("gpu_cores"),
+        model_sha256=OuterRef("model_sha256"),
+        variant=OuterRef("variant_name"),
+        batch_size=OuterRef("batch_size"),
+    )
+    return measurements.annotate(
+        model=Coalesce(NullIf(F("submission__model_file__label"), Value("")), F("submission__model_file__file_name")),
+        received_at=F("submission__received_at"),
+        demo=F("submission__is_demo"),
+        degenerate=Exists(GenerationCheck.objects.filter(variant=OuterRef("variant"), degenerate=True)),
+        verdict=Subquery(cell.values("verdict")[:1]),
+        interval=Subquery(cell.values("interval")[:1]),
+    )
+
+
+def csv_value(column: str, value: Any) -> Any:
+    if value is None:
+        return ""
+    if column in DECIMALS:
+        return f"{value:.{DECIMALS[column]}f}"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value

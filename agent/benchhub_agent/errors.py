@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     MISSING_TOOL = 7  # git, cmake, a compiler... is missing: `benchhub-agent doctor` says how to fix it
     UPLOAD = 8  # the server refused the result or could not be reached; it stays in the outbox
     VERIFY = 9  # `verify`: the envelope does not verify
+    DEVICE = 10  # the model did not run on the device backend asked for (llama.cpp fell back to the CPU)
     INTERRUPTED = 130  # Ctrl-C
 
 

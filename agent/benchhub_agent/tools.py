@@ -214,3 +214,31 @@ def parse_version(stderr: str) -> tuple[str | None, str | None]:
     version = _VERSION.search(stderr)
     built = _BUILT_WITH.search(stderr)
     return (version.group(2) if version else None, built.group(1) if built else None)
+
+
+_OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+
+
+def parse_offload(stderr: str) -> tuple[int, int] | None:
+    """(layers offloaded, layers offloadable) from a tool's log at verbosity 4 or more; None when the
+    log has no such line, which is what a build without a GPU backend prints (it never tries)."""
+    found = _OFFLOADED.findall(ANSI_ESCAPE.sub("", stderr))
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def check_offload(stderr: str, device: str, variant: str, n_gpu_layers: int = 99) -> None:
+    """Stops a run whose model did not go to the device: `-ngl` falls back to the CPU without a word
+    when the device backend is missing or does not come up, and CPU numbers must not be published as
+    the device's."""
+    offload = parse_offload(stderr)
+    if offload is None:
+        seen = "no GPU offload at all"
+    elif offload[0] >= min(n_gpu_layers, offload[1]) > 0:
+        return
+    else:
+        seen = f"{offload[0]}/{offload[1]} layers offloaded"
+    raise AgentError(
+        ExitCode.DEVICE,
+        f"Variant {variant} ran on the CPU, not on {device} (its llama.cpp log shows {seen}): "
+        "this build or machine cannot drive the device, so its numbers would be mislabelled.",
+    )

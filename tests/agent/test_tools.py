@@ -174,3 +174,18 @@ def test_it_passes_a_run_whose_stderr_has_the_m5_tensor_probe_compile_error(reco
     # Where the device never came up, the same line is the reason it did not: a failure.
     untested = parse_test_backend_ops(recorded("cpu/test-backend-ops.cpu-only.stdout"), probe, 0, "MTL0")
     assert untested.status == "fail" and "error compiling source" in (untested.reason or "")
+
+
+def test_it_reads_how_many_layers_went_to_the_device(recorded: Recorded) -> None:
+    assert tools.parse_offload((METAL / "offload-m2pro-all.stderr").read_text()) == (66, 66)
+    assert tools.parse_offload((METAL / "offload-none.stderr").read_text()) == (0, 33)
+    # The pinned commit at its default verbosity prints no load_tensors line at all, even on CUDA.
+    assert tools.parse_offload(recorded("cuda-h200/completion-random.stderr")) is None
+
+
+def test_it_stops_a_device_run_unless_every_layer_was_offloaded(recorded: Recorded) -> None:
+    tools.check_offload((METAL / "offload-m2pro-all.stderr").read_text(), "MTL0", "01")
+    for stderr in ((METAL / "offload-none.stderr").read_text(), recorded("cuda-h200/completion-random.stderr")):
+        with pytest.raises(AgentError) as error:
+            tools.check_offload(stderr, "MTL0", "01")
+        assert error.value.code == ExitCode.DEVICE and error.value.message.startswith("Variant 01 ran on the CPU")

@@ -10,7 +10,7 @@ from benchhub_agent import sweep
 from benchhub_agent.errors import AgentError, ExitCode
 from benchhub_agent.report import cells, table
 from benchhub_agent.sweep import SweepSettings
-from benchhub_agent.tools import parse_batched_bench_jsonl
+from benchhub_agent.tools import check_offload, parse_batched_bench_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REFERENCE = FIXTURES / "cpu"
@@ -204,3 +204,33 @@ def test_it_shows_the_seed_format_with_the_half_width_of_the_interval() -> None:
     assert "148.0→209.9 (+42%) ±5.6%" in text  # two rounds: t with 1 degree of freedom is wide
     patched = next(cell for cell in cells(_payload(runs)) if cell["variant"] == "01")
     assert patched["n_rounds"] == 2 and round(patched["speedup"], 4) == round(209.9 / 148.0, 4)
+
+
+def test_it_reads_a_real_cpu_run_given_the_list_twice_at_verbosity_4(recorded: Any) -> None:
+    # llama.cpp 0c1e570, CPU build, Gemma 3 270M IQ2_XXS, `-npl 1,2,4,1,2,4 -lv 4` (fixtures/README.md).
+    stdout = recorded("cpu/batched-bench.warmup-lv4.stdout")
+    assert all(line.startswith("{") for line in stdout.splitlines() if line)  # -lv 4 writes its lines to stderr only
+    rows = parse_batched_bench_jsonl(stdout)
+    assert [row["batch_size"] for row in sweep.measured_rows(rows, [1, 2, 4])] == [1, 2, 4]
+    assert sweep.measured_rows(rows, [1, 2, 4])[0] == rows[3]
+    # A CPU build at -ngl 99 says nothing of offloading: on a device backend that stops the run.
+    with pytest.raises(AgentError) as error:
+        check_offload(recorded("cpu/batched-bench.warmup-lv4.stderr"), "CUDA0", "upstream")
+    assert error.value.code == ExitCode.DEVICE
+
+
+def test_it_calls_the_generation_check_inconclusive_where_the_baseline_loops_too() -> None:
+    def entry(variant: str, prompt: str, degenerate: bool, identical: bool) -> dict[str, Any]:
+        return {"variant": variant, "prompt_id": prompt, "degenerate": degenerate, "identical_to_baseline": identical}
+
+    payload = _payload([])
+    payload["generation"] = [
+        entry("upstream", "ocean", True, True),
+        entry("upstream", "code", False, True),
+        entry("01", "ocean", True, True),
+        entry("01", "code", True, False),
+    ]
+    lines = table(payload).splitlines()
+    assert any(line.startswith("upstream at") and "generation 1/2 degenerate, 2/2 identical" in line for line in lines)
+    patched = next(line for line in lines if line.startswith("01 at"))
+    assert "generation 1/1 degenerate, 1 inconclusive (the baseline loops there too), 1/2 identical" in patched

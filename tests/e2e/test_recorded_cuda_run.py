@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 import requests
-from benchhub_agent import envelope, keys
+from benchhub_agent import campaign, envelope, keys, precision
 from benchhub_agent.cli import main
+from benchhub_agent.sweep import sweep_differences
 from benchhub_agent.tools import parse_batched_bench_jsonl, parse_test_backend_ops
 from click.testing import CliRunner
 from django.core.management import call_command
@@ -93,3 +94,10 @@ def test_it_uploads_the_recorded_result_and_the_leaderboard_shows_the_cuda_rows(
             assert cell["tg_tps"] == pytest.approx(mine[size])
             assert cell["baseline_tg_tps"] == pytest.approx(baseline[size])
             assert cell["speedup"] == pytest.approx(mine[size] / baseline[size])
+
+
+def test_it_reads_the_recorded_run_as_standard_and_imprecise_by_the_shared_rule() -> None:
+    # 4 rounds where the campaign asks for at least 2: standard. At 2-30% spread, no cell reached ±1%.
+    assert sweep_differences(PAYLOAD["sweep"], campaign.bundled("mv-ext-iquants").sweep) == []
+    assert precision.high_spread(PAYLOAD["sweep"], PAYLOAD["variants"][0]["name"])
+    assert "high_spread" in PAYLOAD["flags"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .precision import HALF_WIDTH_TARGET, MIN_ROUNDS, cell_half_widths
+from .precision import MIN_ROUNDS, high_spread
 from .tools import check_offload, parse_batched_bench_jsonl, run_tool
 
 CTX_ALIGN = 256
@@ -140,8 +140,7 @@ def rows_missing(runs: Sequence[dict[str, Any]], batch_sizes: Sequence[int]) -> 
 
 
 def precise_enough(runs: list[dict[str, Any]], batch_sizes: Sequence[int], baseline: str) -> bool:
-    widths = cell_half_widths({"runs": runs, "batch_sizes": list(batch_sizes)}, baseline)
-    return all(width is not None and width <= HALF_WIDTH_TARGET for width in widths.values())
+    return not high_spread({"runs": runs, "batch_sizes": list(batch_sizes)}, baseline)
 
 
 RUN_STATE_ORDER = {
@@ -249,7 +248,7 @@ def run_sweep(
         if round_index >= cap or out_of_time or precise_enough(runs, settings.batch_sizes, names[0]):
             break
     flags = []
-    if len(names) > 1 and not precise_enough(runs, settings.batch_sizes, names[0]):
+    if not precise_enough(runs, settings.batch_sizes, names[0]):  # the cap came first
         flags.append("high_spread")
     if rows_missing(runs, settings.batch_sizes):
         flags.append("sweep_row_missing")

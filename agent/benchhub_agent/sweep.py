@@ -233,8 +233,10 @@ def run_sweep(
     while True:
         if sample_state:
             states.append(sample_state())
+        # Planned so far: through the end of this pair of rounds (whether another follows is not known yet).
+        pair_end = round_index + 2 - round_index % 2
+        planned = (minimum if minimum < MIN_ROUNDS else max(minimum, pair_end)) * len(names)
         for name in interleaved_round(names, round_index):
-            planned = max(minimum * len(names), len(runs) + 1)
             runs.append(rounds.run(name, round_index + 1, len(runs) + 1, planned))
         round_index += 1
         if round_index < minimum:

@@ -19,8 +19,9 @@ def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
 
 
 def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per (variant, batch size): median decode t/s over rounds, and the baseline's; the speedup as the
-    median of the round-paired ratios (PROTOCOL 5.1), and the half-width of their 95% interval."""
+    """Per (variant, batch size): the baseline's median decode t/s over rounds, the speedup as the median
+    of the round-paired ratios and the half-width of their 95% interval. As in PROTOCOL 5.1, a variant's
+    t/s is the baseline's times the speedup, so the three numbers shown always agree."""
     runs = payload["sweep"]["runs"]
     medians = _medians(runs)
     baseline = payload["variants"][0]["name"]
@@ -28,16 +29,17 @@ def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
     for variant in payload["variants"]:
         for size in payload["sweep"]["batch_sizes"]:
             ratios = round_ratios(runs, variant["name"], baseline, size)
-            is_baseline = variant["name"] == baseline
+            speedup = statistics.median(ratios) if ratios and variant["name"] != baseline else None
+            base = medians.get((baseline, size))
             rows.append(
                 {
                     "variant": variant["name"],
                     "batch_size": size,
                     "n_rounds": len(ratios),
-                    "tg_tps": medians.get((variant["name"], size)),
-                    "baseline_tg_tps": medians.get((baseline, size)),
-                    "speedup": statistics.median(ratios) if ratios and not is_baseline else None,
-                    "half_width": None if is_baseline else half_width(ratios),
+                    "tg_tps": base * speedup if base and speedup else medians.get((variant["name"], size)),
+                    "baseline_tg_tps": base,
+                    "speedup": speedup,
+                    "half_width": half_width(ratios) if speedup else None,
                 }
             )
     return rows

@@ -88,8 +88,10 @@ def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> 
     outside = sorted(set(sweep["batch_sizes"]) - set(campaign_sweep.get("batch_sizes", sweep["batch_sizes"])))
     if outside:
         differences.append(f"batch sizes {', '.join(map(str, outside))} outside the campaign's")
-    rounds = len({run["rep"] for run in sweep["runs"]})
-    if sweep["runs"] and rounds < MIN_ROUNDS:  # more rounds than the campaign's minimum are always fine
+    # Settings alone (what the service keeps of a stored submission) say nothing of rounds; more rounds
+    # than the campaign's minimum are always fine.
+    rounds = len({run["rep"] for run in sweep.get("runs") or []})
+    if 0 < rounds < MIN_ROUNDS:
         differences.append(f"{rounds} round instead of at least {MIN_ROUNDS}")
     return differences
 

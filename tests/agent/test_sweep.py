@@ -158,6 +158,9 @@ def test_it_keeps_a_run_with_more_rounds_than_the_campaign_asks_standard() -> No
     runs = [{"variant": v, "rep": rep, "rows": []} for rep in range(1, 7) for v in ("A", "B")]
     assert sweep.planned_differences(settings(reps=2, max_reps=10), CAMPAIGN_SWEEP) == []
     assert sweep.sweep_differences(settings().as_payload(runs), CAMPAIGN_SWEEP) == []
+    # The service's page passes a stored submission's settings without its runs: no rounds to judge.
+    stored = {key: value for key, value in settings().as_payload([]).items() if key != "runs"}
+    assert sweep.sweep_differences(stored, CAMPAIGN_SWEEP) == []
 
 
 def test_it_records_the_worst_run_state_of_the_sweep() -> None:

@@ -104,8 +104,10 @@ BENCHHUB_TRUSTED_PROXY_COUNT = int(os.environ.get("BENCHHUB_TRUSTED_PROXY_COUNT"
 # A submission whose cells are still unrefreshed this long after it arrived is re-queued by the sweeper.
 BENCHHUB_SWEEPER_GRACE_SECONDS = int(os.environ.get("BENCHHUB_SWEEPER_GRACE_SECONDS", "60"))
 BENCHHUB_SWEEPER_INTERVAL_SECONDS = float(os.environ.get("BENCHHUB_SWEEPER_INTERVAL_SECONDS", "60"))
-# A variant whose reps differ by more than this fraction of their median is flagged high_spread.
-BENCHHUB_HIGH_SPREAD = float(os.environ.get("BENCHHUB_HIGH_SPREAD", "0.05"))
+# The daily public snapshot (manage.py write_snapshot): where it is written, and the site's own URL
+# that makes its patch links absolute.
+BENCHHUB_SNAPSHOT_DIR = Path(os.environ.get("BENCHHUB_SNAPSHOT_DIR", BASE_DIR / "snapshots"))
+BENCHHUB_PUBLIC_URL = os.environ.get("BENCHHUB_PUBLIC_URL", "http://127.0.0.1:8000")
 # Boards (leaderboard API, home and chip pages) whose cells changed are served as last rendered for at most
 # this long, so continuous ingest costs one render per board per bound, not one per read. 0: never stale,
 # the default with DEBUG on (development and the test suite, where a change should show at once).
@@ -165,7 +167,8 @@ CELERY_BEAT_SCHEDULE = {
     "requeue-stale-submissions": {
         "task": "benchhub.results.tasks.requeue_stale_submissions",
         "schedule": BENCHHUB_SWEEPER_INTERVAL_SECONDS,
-    }
+    },
+    "write-snapshot": {"task": "benchhub.api.tasks.write_snapshot", "schedule": 24 * 3600},
 }
 
 # Security when deployed (DEBUG off): `manage.py check --deploy` must report nothing.

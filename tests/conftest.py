@@ -20,18 +20,15 @@ PATCH_TEXT = {
     "02-vectorized-bs1.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 02\n",
 }
 PERSONAS = ("ada", "bob", "cole", "dina", "eve")
+# The environment mv-ext-iquants gives its 01+02 variant (agent/benchhub_agent/data/campaigns/).
+VEC_ENV = {
+    "GGML_METAL_MV_IQ2_XXS_VEC": "1",
+    "GGML_METAL_MV_IQ2_XS_VEC": "1",
+    "GGML_METAL_MV_IQ2_S_VEC": "1",
+    "GGML_METAL_MV_IQ3_XXS_VEC": "1",
+}
 
 TgTable = Mapping[str, Mapping[int, list[float]]]
-
-
-def cell_content_fields(*also_leaving_out: str) -> tuple[str, ...]:
-    """What a cell holds, to compare an incremental refresh with a full read: every column but its
-    id, its write marks and its band's bookkeeping (where a refresh finds the neighbours it steps
-    through, which depends on the order values arrived in; test_incremental_cells checks bands)."""
-    from benchhub.results.models import LeaderboardCell
-
-    leaving_out = {"id", *LeaderboardCell.WRITE_MARKS, *LeaderboardCell.BOOKKEEPING, *also_leaving_out}
-    return tuple(field.attname for field in LeaderboardCell._meta.concrete_fields if field.name not in leaving_out)
 
 
 def persona(name: str) -> envelope.Signer:
@@ -117,11 +114,11 @@ def build_payload(
             "patches": [
                 {"name": patch, "sha256": hashlib.sha256(PATCH_TEXT[patch]).hexdigest()} for patch in patch_lists[name]
             ],
-            "env": {},
+            "env": dict(VEC_ENV) if name == "01+02" else {},
         }
         for name in tg
     ]
-    statuses = {name: "pass" for name in tg if name != "upstream"} | dict(correctness or {})
+    statuses = {name: "pass" for name in tg} | dict(correctness or {})
     payload["correctness"] = [
         {
             "variant": name,

@@ -1,8 +1,10 @@
 """The campaign a run follows: the server's manifest, or the copy bundled with the agent.
 
 The bundled definition names patch files; their hashes are computed from the bundled files. A server
-manifest gives each patch's sha256 and URL: the agent downloads it, checks the hash and refuses a
-mismatch. Either way every patch the agent applies has been hashed from the exact bytes applied.
+manifest is checked field by field first (manifest.py), then gives each patch's sha256 and URL: the
+agent downloads it, checks the hash and refuses a mismatch. Either way every patch the agent applies
+has been hashed from the exact bytes applied. The hash says nothing of whether the code is safe to
+run (the server supplies both): trust.py asks about code that is not bundled.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import client
+from . import manifest as manifest_rules
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
 
@@ -94,27 +98,27 @@ def bundled(slug: str) -> Campaign:
     )
 
 
-def from_manifest(manifest: dict[str, Any], dirs: Dirs) -> Campaign:
-    """A server manifest, with each patch downloaded once into the cache and verified against its sha256."""
-    try:
-        variants = []
-        for entry in manifest["variants"]:
-            if not entry.get("available", True):
-                continue
-            patches = tuple(_fetch_patch(p["name"], p["sha256"], p["url"], dirs) for p in entry["patches"])
-            variants.append(
-                Variant(
-                    entry["name"], entry.get("commit") or "", patches, dict(entry.get("env") or {}), entry.get("ref")
-                )
-            )
-        return Campaign(
-            manifest["slug"], manifest["repo"], manifest["baseline"], tuple(variants), dict(manifest["sweep"]), "server"
+def from_manifest(manifest: dict[str, Any], dirs: Dirs, slug: str | None = None, server: str = "") -> Campaign:
+    """A server manifest, every field checked before use, with each patch downloaded once into the cache
+    and verified against its sha256."""
+    slug = slug or str(manifest.get("slug"))
+    manifest_rules.validate(manifest, slug, client.is_loopback(urlsplit(server).hostname))
+    variants = []
+    for entry in manifest["variants"]:
+        if not entry.get("available", True):
+            continue
+        patches = tuple(_fetch_patch(p["name"], p["sha256"], p["url"], dirs) for p in entry["patches"])
+        variants.append(
+            Variant(entry["name"], entry.get("commit") or "", patches, dict(entry.get("env") or {}), entry.get("ref"))
         )
-    except (KeyError, TypeError) as error:
-        raise AgentError(ExitCode.CAMPAIGN, f"The server's campaign manifest lacks {error}.") from error
+    if manifest["baseline"] not in {variant.name for variant in variants}:
+        raise AgentError(ExitCode.CAMPAIGN, f"The server lists campaign {slug}'s baseline as unavailable.")
+    sweep = manifest_rules.sweep_settings(manifest["sweep"])
+    return Campaign(slug, manifest["repo"], manifest["baseline"], tuple(variants), sweep, "server")
 
 
 def _fetch_patch(name: str, sha256: str, url: str, dirs: Dirs) -> Patch:
+    # name and sha256 were checked against plain patterns: this path stays under the cache.
     cached = dirs.cache / "patches" / sha256 / name
     if cached.is_file() and _sha256(cached.read_bytes()) == sha256:
         return Patch(name, sha256, cached)
@@ -128,14 +132,23 @@ def _fetch_patch(name: str, sha256: str, url: str, dirs: Dirs) -> Patch:
     return Patch(name, sha256, cached)
 
 
-def load(slug: str, server: str | None, dirs: Dirs) -> tuple[Campaign, str | None]:
-    """The server's manifest when it answers, else the bundled copy; the second value says why it fell back."""
+def load(slug: str, server: str | None, dirs: Dirs, required: bool = False) -> tuple[Campaign, str | None]:
+    """The server's manifest when it answers, else the bundled copy; the second value says why it fell back.
+    `required` (a run that will upload): no fallback, so a wrong server or campaign fails before building."""
+    if not manifest_rules.SLUG.fullmatch(slug):
+        raise AgentError(ExitCode.USAGE, f"--campaign {slug!r} is not a campaign slug (letters, digits, '-', '_').")
     if not server:
         return bundled(slug), "no server given"
     try:
         response = client.get_json(server, f"/api/v1/campaigns/{slug}/")
     except AgentError as error:
+        if required or error.code != ExitCode.UPLOAD:
+            raise
         return bundled(slug), error.message
     if response.status != 200:
+        if required:
+            raise AgentError(
+                ExitCode.CAMPAIGN, f"{server} has no campaign {slug} (HTTP {response.status}): check --campaign."
+            )
         return bundled(slug), f"the server answered HTTP {response.status} for campaign {slug}"
-    return from_manifest(response.body, dirs), None
+    return from_manifest(response.body, dirs, slug, server), None

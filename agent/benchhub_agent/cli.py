@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, doctor, keys, outbox, pipeline, report, result
+from . import __version__, client, doctor, keys, machine, outbox, pipeline, preflight, report, result, withdrawal
 from .dirs import home, write_atomic
 from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
-from .errors import AgentError, ExitCode, exit_codes_help
+from .errors import AgentError, ExitCode, exit_codes_help, printable
 from .progress import Progress
 from .schema import SchemaViolation, validate_submission
 
@@ -34,7 +34,7 @@ def handled(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except AgentError as error:
-            click.echo(f"benchhub-agent: {error.message}", err=True)
+            click.echo(f"benchhub-agent: {printable(error.message)}", err=True)
             sys.exit(int(error.code))
         except (KeyboardInterrupt, click.exceptions.Abort):
             click.echo("\nbenchhub-agent: interrupted; nothing half-written was kept.", err=True)
@@ -62,7 +62,8 @@ def main() -> None:
 
 
 def _server(value: str | None) -> str | None:
-    return (value or os.environ.get("BENCHHUB_SERVER") or "").rstrip("/") or None
+    server = (value or os.environ.get("BENCHHUB_SERVER") or "").rstrip("/") or None
+    return client.check_server(server) if server else None
 
 
 def _batch_sizes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -87,6 +88,17 @@ def _variants(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     return parsed
 
 
+def _say(message: str) -> None:
+    click.echo(printable(message), err=True)
+
+
+def _asker(interactive: bool) -> Callable[[str], bool]:
+    def ask(question: str) -> bool:
+        return interactive and click.confirm(question, default=False, err=True)
+
+    return ask
+
+
 def _ensure_registered(server: str, handle: str | None, interactive: bool, force: bool = False) -> None:
     dirs = home()
     signer = keys.load_or_create(dirs)
@@ -99,7 +111,7 @@ def _ensure_registered(server: str, handle: str | None, interactive: bool, force
             raise AgentError(ExitCode.UPLOAD, "This key is not registered with the server yet: pass --handle NAME.")
         handle = click.prompt("Pick a public handle for your results (letters, digits, '-')")
     registered = keys.register(dirs, server, str(handle), signer)
-    click.echo(f"Registered key {signer.keyid[:16]}… as {registered} on {server}.", err=True)
+    click.echo(printable(f"Registered key {signer.keyid[:16]}… as {registered} on {server}."), err=True)
 
 
 def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dict[str, Any]:
@@ -149,7 +161,12 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 @click.option("--label", help="Free-text model label, e.g. 'Qwen3-1.7B UD-IQ2_XXS'.")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write the signed result to this file.")
 @click.option("--handle", help="Public handle to register this machine's key under (asked once otherwise).")
-@click.option("--yes", is_flag=True, help="Publish without asking.")
+@click.option("--yes", is_flag=True, help="Answer yes to publishing and to running on battery (not to untrusted code).")
+@click.option(
+    "--trust-campaign",
+    metavar="SLUG",
+    help="Build campaign SLUG's code even though it is not the copy bundled with this agent (it is listed first).",
+)
 @click.option("--no-upload", is_flag=True, help="Keep the result local (it stays in the outbox).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @handled
@@ -171,10 +188,14 @@ def run(
     out: Path | None,
     handle: str | None,
     yes: bool,
+    trust_campaign: str | None,
     no_upload: bool,
     as_json: bool,
 ) -> None:
-    """Build, check, measure and sign; then publish the result (asks first unless --yes)."""
+    """Build, check, measure and sign; then publish the result (asks first unless --yes).
+
+    Before anything is read or built: the server, the campaign (every manifest field checked; code that
+    did not ship with this agent shown and confirmed), this key's registration and the power state."""
     server = _server(server)
     if not server and not no_upload:
         raise AgentError(
@@ -182,8 +203,18 @@ def run(
             "No server to publish to: pass --server URL, set BENCHHUB_SERVER, "
             "or keep the result local with --no-upload.",
         )
+    preflight.refuse_rosetta()
+    upload = bool(server) and not no_upload
+    interactive = sys.stdin.isatty() and not as_json
     dirs = home()
     signer = keys.load_or_create(dirs)
+    progress = Progress()
+    plan = preflight.load_campaign(campaign_slug, server, upload, dirs, progress)
+    ask = _asker(interactive)
+    preflight.confirm_code(plan, trust_campaign, bool(variants), interactive, _say, ask)
+    if upload and server:
+        _ensure_registered(server, handle, interactive)
+    preflight.confirm_power(machine.run_state(), yes, interactive, _say, ask)
     options = pipeline.RunOptions(
         model_path=model_path,
         server=server,
@@ -200,7 +231,7 @@ def run(
         cmake_args=cmake_args,
         label=label,
     )
-    done = pipeline.run(options, dirs, Progress())
+    done = pipeline.run(options, plan, dirs, progress)
     body = result.signed_bytes(done.payload, signer)
     write_atomic(done.envelope_path, body)
     if out:
@@ -215,14 +246,13 @@ def run(
     }
     click.echo(report.table(done.payload), err=as_json)
     click.echo(f"\nSigned result: {done.envelope_path}\nLogs: {done.result_dir / 'logs'}", err=True)
-    interactive = sys.stdin.isatty() and not as_json
     publish = server and not no_upload and (yes or (interactive and click.confirm(f"Publish to {server}?", True)))
     if publish and server:
         # Queued before the first attempt: an outage or a crash now loses nothing, `upload` resends it.
         queued = outbox.put(dirs, done.payload["nonce"], body)
         answer = _send(queued, server, handle, interactive)
         summary.update(uploaded=True, url=answer.get("url"), id=answer.get("id"), status=answer.get("status"))
-        click.echo(f"Published ({answer.get('status')}): {answer.get('url')}", err=True)
+        click.echo(printable(f"Published ({answer.get('status')}): {answer.get('url')}"), err=True)
     else:
         click.echo(f"Kept locally; publish it later with `benchhub-agent upload {done.envelope_path}`.", err=True)
     if as_json:
@@ -250,22 +280,39 @@ def upload(files: tuple[Path, ...], server: str | None, handle: str | None) -> N
             answer = _send(path, server, handle, sys.stdin.isatty())
         except AgentError as error:
             failures += 1
-            click.echo(f"{path.name}: {error.message}", err=True)
+            click.echo(printable(f"{path.name}: {error.message}"), err=True)
             continue
-        click.echo(f"{path.name}: {answer.get('status')} {answer.get('url')}")
+        click.echo(printable(f"{path.name}: {answer.get('status')} {answer.get('url')}"))
     if failures:
         raise AgentError(ExitCode.UPLOAD, f"{failures} of {len(paths)} result(s) were not accepted; they stay queued.")
 
 
+@main.command(epilog=EPILOG)
+@click.argument("submission_id", metavar="ID")
+@click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
+@handled
+def withdraw(submission_id: str, server: str | None) -> None:
+    """Withdraw a result you published (signed by this machine's key, which must have signed it)."""
+    server = _server(server)
+    if not server:
+        raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
+    if not keys.key_path(home()).exists():
+        raise AgentError(ExitCode.USAGE, "This machine has no key yet, so it has published nothing to withdraw.")
+    answer = withdrawal.withdraw(server, submission_id, keys.read_key(keys.key_path(home())))
+    click.echo(printable(f"Withdrawn: {answer.get('id', submission_id)} ({answer.get('withdrawn_at', 'now')})."))
+
+
 @main.command("doctor", epilog=EPILOG)
 @click.option("--backend", type=click.Choice(["auto", "metal", "cuda", "cpu"]), default="auto")
+@click.option("--server", help="benchhub server URL to check (default: $BENCHHUB_SERVER).")
 @handled
-def doctor_command(backend: str) -> None:
-    """What a run needs that this machine lacks, each with the fix."""
-    found = doctor.checks(home().cache, pipeline.detect_backend(backend))
+def doctor_command(backend: str, server: str | None) -> None:
+    """What a run needs that this machine lacks, each with the fix; what it would report about this machine
+    (an unknown reading is a warning); and whether the server answers."""
+    found = doctor.checks(home().cache, pipeline.detect_backend(backend), _server(server))
     for check in found:
-        mark = "ok " if check.ok else "FIX"
-        click.echo(f"[{mark}] {check.name}: {check.detail}" + ("" if check.ok else f"\n      fix: {check.fix}"))
+        hint = f"\n      fix: {check.fix}" if not check.ok else f"\n      note: {check.fix}" if check.warn else ""
+        click.echo(f"[{check.mark}] {check.name}: {check.detail}{hint}")
     if not all(check.ok for check in found):
         raise AgentError(ExitCode.MISSING_TOOL, "Some requirements are missing (see above).")
 
@@ -290,7 +337,9 @@ def key_register(handle: str, server: str | None) -> None:
     if not server:
         raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
     dirs = home()
-    click.echo(f"Registered as {keys.register(dirs, server, handle, keys.load_or_create(dirs))} on {server}.")
+    click.echo(
+        printable(f"Registered as {keys.register(dirs, server, handle, keys.load_or_create(dirs))} on {server}.")
+    )
 
 
 @key.command("link", epilog=EPILOG)
@@ -305,7 +354,7 @@ def key_link(handle: str, existing_key: Path, server: str | None) -> None:
         raise AgentError(ExitCode.USAGE, "No server: pass --server URL or set BENCHHUB_SERVER.")
     dirs = home()
     linked = keys.register(dirs, server, handle, keys.load_or_create(dirs), keys.read_key(existing_key))
-    click.echo(f"This key is now on {linked}.")
+    click.echo(printable(f"This key is now on {linked}."))
 
 
 @main.command(epilog=EPILOG)

@@ -14,9 +14,13 @@ class ExitCode(IntEnum):
     SOURCE = 5  # llama.cpp could not be fetched, or a patch does not apply
     BUILD = 6  # CMake configure or build failed
     MISSING_TOOL = 7  # git, cmake, a compiler... is missing: `benchhub-agent doctor` says how to fix it
-    UPLOAD = 8  # the server refused the result or could not be reached; it stays in the outbox
+    UPLOAD = 8  # the server refused a result or a withdrawal, or could not be reached; a result stays in the outbox
     VERIFY = 9  # `verify`: the envelope does not verify
-    DEVICE = 10  # the model did not run on the device backend asked for (llama.cpp fell back to the CPU)
+    MANIFEST = 10  # the server's manifest breaks a safety rule (a field out of its pattern or bounds): refused unused
+    UNTRUSTED = 11  # the campaign builds code not bundled with this agent, and no one said yes to it
+    PLATFORM = 12  # this Python cannot measure this machine (x86 under Rosetta on Apple silicon)
+    DECLINED = 13  # on battery or in Low Power Mode, and the run was not confirmed (answer yes, or pass --yes)
+    DEVICE = 14  # the model did not run on the device backend asked for (llama.cpp fell back to the CPU)
     INTERRUPTED = 130  # Ctrl-C
 
 
@@ -31,3 +35,9 @@ class AgentError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def printable(text: str) -> str:
+    """Text from a server or a patch, safe to print: a control character (an escape sequence could clear
+    the screen or rewrite what the user is asked to trust) is shown as its \\x code instead."""
+    return "".join(char if char.isprintable() or char == "\n" else f"\\x{ord(char):02x}" for char in text)

@@ -1,7 +1,8 @@
 """Facts about the machine (PROTOCOL 4.2) and its run state (power, thermal), from the OS's own tools.
 
 Parsers are pure functions over what the tools print; `collect` runs the tools. macOS parsers are
-tested on outputs recorded on real Macs (tests/agent/fixtures/macos/README.md says where from).
+tested on outputs recorded on real Macs (tests/agent/fixtures/macos/README.md and each
+tests/agent/fixtures/macs/*/SOURCE say where from).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import platform
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 Runner = Callable[[list[str]], str | None]
@@ -67,17 +68,33 @@ def parse_power_source(text: str | None) -> str:
 
 
 _LIMIT = re.compile(r"CPU_(?:Speed|Scheduler)_Limit\s*=\s*(\d+)")
+# NSProcessInfo.thermalState: 0 nominal, 1 fair, 2 serious, 3 critical.
+THERMAL_SCRIPT = 'ObjC.import("Foundation"); $.NSProcessInfo.processInfo.thermalState'
+
+
+def parse_thermal_state(text: str | None) -> str:
+    """The OS's thermal state as osascript prints it. The payload knows only nominal and pressure, and
+    "nominal" needs a reading that says so; "fair" (the OS has begun to cool the machine) is "pressure":
+    a benchmark is a sustained load, and its numbers under any thermal measure are not nominal ones."""
+    value = (text or "").strip()
+    if value == "0":
+        return "nominal"
+    if value in ("1", "2", "3"):
+        return "pressure"
+    return "unknown"
 
 
 def parse_thermal(text: str | None) -> str:
-    """`pmset -g therm`: a speed or scheduler limit under 100 means macOS is throttling for heat."""
+    """`pmset -g therm`: a speed or scheduler limit under 100, or a warning level, is pressure. It never
+    says nominal: on Apple silicon it prints no limit below 100 and "No thermal warning level has been
+    recorded" even while the OS throttles, so its silence is "unknown"."""
     if not text:
         return "unknown"
     if any(int(limit) < 100 for limit in _LIMIT.findall(text)):
         return "pressure"
     if re.search(r"(?:thermal|performance) warning level\s*[:=]?\s*[1-9]", text, re.I):
         return "pressure"
-    return "nominal"
+    return "unknown"
 
 
 def parse_low_power_mode(text: str | None) -> bool | None:
@@ -120,14 +137,43 @@ def parse_nvidia_smi_query(text: str | None) -> tuple[str, int | None]:
 
 
 def run_state(run: Runner = run_quietly, system: str | None = None) -> dict[str, Any]:
-    """Power source, Low Power Mode and thermal state: read before and after the sweep."""
+    """Power source, Low Power Mode and thermal state, read before the run and before every round."""
     if (system or platform.system()) != "Darwin":
         return {"power_source": _linux_power_source(), "low_power_mode": None, "thermal": "unknown"}
+    thermal = parse_thermal_state(run(["osascript", "-l", "JavaScript", "-e", THERMAL_SCRIPT]))
+    if thermal == "unknown":
+        thermal = parse_thermal(run(["pmset", "-g", "therm"]))
     return {
         "power_source": parse_power_source(run(["pmset", "-g", "batt"])),
         "low_power_mode": parse_low_power_mode(run(["pmset", "-g"])),
-        "thermal": parse_thermal(run(["pmset", "-g", "therm"])),
+        "thermal": thermal,
     }
+
+
+# Worst last: a run is recorded in the worst state any of its readings saw.
+_POWER_ORDER = ("ac", "unknown", "battery")
+_LOW_POWER_ORDER = (False, None, True)
+_THERMAL_ORDER = ("nominal", "unknown", "pressure")
+
+
+def worst_run_state(states: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The worst of several run_state() readings, field by field: battery over unknown over AC, Low
+    Power Mode on over unknown over off, pressure over unknown over nominal. No reading is unknown."""
+    readings = list(states)
+    if not readings:
+        return {"power_source": "unknown", "low_power_mode": None, "thermal": "unknown"}
+    return {
+        "power_source": max((r["power_source"] for r in readings), key=_POWER_ORDER.index),
+        "low_power_mode": max((r["low_power_mode"] for r in readings), key=_LOW_POWER_ORDER.index),
+        "thermal": max((r["thermal"] for r in readings), key=_THERMAL_ORDER.index),
+    }
+
+
+def translated(run: Runner = run_quietly, system: str | None = None) -> bool:
+    """True when this process is x86 code translated by Rosetta on Apple silicon."""
+    if (system or platform.system()) != "Darwin":
+        return False
+    return (run(["sysctl", "-n", "sysctl.proc_translated"]) or "").strip() == "1"
 
 
 def _linux_power_source() -> str:
@@ -153,28 +199,64 @@ def collect(backend: str, run: Runner = run_quietly, system: str | None = None) 
     return {**facts, "backend": backend, **run_state(run, system)}
 
 
+def cpu_core_levels(sysctl: dict[str, str]) -> tuple[int, int]:
+    """(performance, efficiency) physical cores from the perflevels macOS reports (`hw.nperflevels`,
+    `hw.perflevelN.name`). A level named Efficiency counts as efficiency; every other level (Performance,
+    and the Super cores of M5 Pro/Max, whose second level is named Performance) counts as performance,
+    so an M5 Max reads as all performance cores, as Apple describes it. Without names (macOS before
+    they existed) level 0 is performance and level 1 efficiency; without levels (Intel), all cores are
+    performance."""
+    levels = int(sysctl.get("hw.nperflevels") or 0) or sum(
+        1 for n in range(8) if f"hw.perflevel{n}.physicalcpu" in sysctl
+    )
+    if not levels:
+        return int(sysctl.get("hw.physicalcpu") or 0), 0
+    performance = efficiency = 0
+    for level in range(levels):
+        cores = int(sysctl.get(f"hw.perflevel{level}.physicalcpu") or 0)
+        name = sysctl.get(f"hw.perflevel{level}.name")
+        if (name == "Efficiency") if name else level > 0:
+            efficiency += cores
+        else:
+            performance += cores
+    return performance, efficiency
+
+
+def parse_hardware(text: str) -> dict[str, Any]:
+    """The SPHardwareDataType entry of `system_profiler ... -json`, or {}."""
+    try:
+        entries = json.loads(text).get("SPHardwareDataType") or []
+    except (ValueError, AttributeError):
+        return {}
+    return entries[0] if entries and isinstance(entries[0], dict) else {}
+
+
+def _memory_of(hardware: dict[str, Any]) -> int:
+    """`physical_memory` as system_profiler prints it ("16 GB"), or 0."""
+    match = re.fullmatch(r"(\d+) GB", str(hardware.get("physical_memory", "")))
+    return int(match.group(1)) * 1024**3 if match else 0
+
+
 def _macos(run: Runner) -> dict[str, Any]:
-    keys = [
-        "machdep.cpu.brand_string",
-        "hw.memsize",
-        "hw.perflevel0.physicalcpu",
-        "hw.perflevel1.physicalcpu",
-        "hw.physicalcpu",
-    ]
-    sysctl = parse_sysctl(run(["sysctl", *keys]) or "")
-    gpu_name, gpu_cores = parse_displays(run(["system_profiler", "SPDisplaysDataType", "-json"]) or "")
+    # Whole subtrees: naming one oid this Mac lacks (a perflevel an M1 does not have) fails the command.
+    sysctl = parse_sysctl(run(["sysctl", "hw", "machdep"]) or "")
+    profile = run(["system_profiler", "SPHardwareDataType", "SPDisplaysDataType", "-json"]) or ""
+    gpu_name, gpu_cores = parse_displays(profile)
     version, build = parse_sw_vers(run(["sw_vers"]) or "")
-    performance = sysctl.get("hw.perflevel0.physicalcpu") or sysctl.get("hw.physicalcpu") or "0"
+    performance, efficiency = cpu_core_levels(sysctl)
+    hardware = parse_hardware(profile)
+    # On Apple silicon the GPU is part of the chip and system_profiler names it after the chip.
+    apple_gpu = gpu_name if gpu_name.startswith("Apple ") else ""
     facts: dict[str, Any] = {
         "os": "macOS",
         "os_version": version or platform.mac_ver()[0],
         "arch": platform.machine(),
-        "chip": sysctl.get("machdep.cpu.brand_string") or "unknown Mac",
-        "cpu_cores_performance": int(performance),
-        "cpu_cores_efficiency": int(sysctl.get("hw.perflevel1.physicalcpu") or 0),
+        "chip": sysctl.get("machdep.cpu.brand_string") or hardware.get("chip_type") or apple_gpu or "unknown Mac",
+        "cpu_cores_performance": performance,
+        "cpu_cores_efficiency": efficiency,
         "gpu_name": gpu_name,
         "gpu_cores": gpu_cores,
-        "memory_bytes": int(sysctl.get("hw.memsize") or 0),
+        "memory_bytes": int(sysctl.get("hw.memsize") or 0) or _memory_of(hardware),
     }
     if build:
         facts["os_build"] = build

@@ -165,16 +165,14 @@ def run_state_flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return flags
 
 
-def run(options: RunOptions, dirs: Dirs, progress: Progress) -> RunResult:
+def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Progress) -> RunResult:
+    """`plan` was loaded, checked and trusted before this (cli.run): nothing here runs before that."""
     progress.start("Reading the model")
     model_facts = model.model_facts(options.model_path, dirs, options.label)
     progress.note(
         f"  {model_facts['file_name']}: {model_facts['architecture']}, {model_facts['file_type']}, "
         f"{model_facts['n_params']:,} parameters, sha256 {model_facts['sha256'][:12]}"
     )
-    progress.start("Loading the campaign")
-    plan, fallback = campaign.load(options.campaign_slug, options.server, dirs)
-    progress.note(f"  {plan.slug}: {'bundled copy (' + fallback + ')' if fallback else 'manifest from the server'}")
     variants = resolve_refs(_selected_variants(plan, options.prebuilt), plan.repo, options)
     backend = detect_backend(options.backend)
     settings = _settings(plan, options)

@@ -32,6 +32,8 @@ BASE_RECORD = ".benchhub-base"  # which pristine tree the working tree mirrors
 
 
 def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    # Callers put `--` before every positional argument: a repo or commit that starts with '-' is then
+    # never read as an option (`--upload-pack=...` runs a command).
     # A ceiling stops git from finding an enclosing repository (BENCHHUB_HOME may sit inside one):
     # `git apply` run under another repo resolves paths against that repo and silently skips patches.
     env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(cwd.parent), "GIT_TERMINAL_PROMPT": "0"}
@@ -105,10 +107,10 @@ def from_git(repo: str, commit: str, dirs: Dirs) -> Path:
         if not (store / "HEAD").is_file():
             store.mkdir(parents=True, exist_ok=True)
             _checked_git(["init", "-q", "--bare"], store, repo, commit)
-        if _git(["cat-file", "-e", f"{commit}^{{commit}}"], store).returncode != 0:
-            _checked_git(["fetch", "-q", "--depth", "1", repo, commit], store, repo, commit)
+        if _git(["cat-file", "-e", "--", f"{commit}^{{commit}}"], store).returncode != 0:
+            _checked_git(["fetch", "-q", "--depth", "1", "--", repo, commit], store, repo, commit)
             # A ref per commit: the next fetch offers these as common ground, and gc keeps them.
-            _checked_git(["update-ref", f"refs/benchhub/{commit}", commit], store, repo, commit)
+            _checked_git(["update-ref", "--", f"refs/benchhub/{commit}", commit], store, repo, commit)
         partial = final.with_name(final.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -131,7 +133,11 @@ def _checked_git(args: list[str], cwd: Path, repo: str, commit: str) -> None:
 def _export(store: Path, commit: str, target: Path) -> None:
     env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(store.parent)}
     with subprocess.Popen(
-        ["git", "archive", "--format=tar", commit], cwd=store, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ["git", "archive", "--format=tar", "--", commit],
+        cwd=store,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     ) as process:
         assert process.stdout is not None
         try:
@@ -150,7 +156,7 @@ def resolve_ref(repo: str, ref: str) -> str:
     ls-remote also lists refs that merely end with the pattern."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     try:
-        done = subprocess.run(["git", "ls-remote", repo, ref], capture_output=True, text=True, env=env)
+        done = subprocess.run(["git", "ls-remote", "--", repo, ref], capture_output=True, text=True, env=env)
     except FileNotFoundError as error:
         raise AgentError(ExitCode.MISSING_TOOL, "git is not installed: see `benchhub-agent doctor`.") from error
     commits = [line.split("\t")[0] for line in done.stdout.splitlines() if line.endswith(f"\t{ref}")]
@@ -264,12 +270,12 @@ class WorkTree:
         self.restore()
         touched: list[str] = []
         for patch in patches:
-            listing = _git(["apply", "--numstat", str(patch.path)], self.path)
+            listing = _git(["apply", "--numstat", "--", str(patch.path)], self.path)
             touched += [line.split("\t")[-1] for line in listing.stdout.splitlines() if "\t" in line]
         # Recorded before the first byte changes, so an interrupted apply is undone by the next run.
         write_atomic(self.record, json.dumps(sorted(set(touched))).encode())
         for patch in patches:
-            done = _git(["apply", "--whitespace=nowarn", str(patch.path)], self.path)
+            done = _git(["apply", "--whitespace=nowarn", "--", str(patch.path)], self.path)
             if done.returncode != 0:
                 self.restore()
                 raise AgentError(

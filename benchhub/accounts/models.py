@@ -51,6 +51,9 @@ class ModerationEvent(models.Model):
     class Action(models.TextChoices):
         HIDE_SUBMISSION = "hide_submission", "hide submission"
         UNHIDE_SUBMISSION = "unhide_submission", "unhide submission"
+        RELEASE_SUBMISSION = "release_submission", "release submission"
+        HOLD_SUBMISSION = "hold_submission", "hold submission"
+        WITHDRAW_SUBMISSION = "withdraw_submission", "withdrawn by its contributor"
         BAN_KEY = "ban_key", "ban key"
         UNBAN_KEY = "unban_key", "unban key"
 

@@ -20,6 +20,7 @@ FILTER_HELP = {
     "chip": "chip name, exact (e.g. 'Apple M5 Pro')",
     "gpu_cores": "GPU core count",
     "quant": "the model's general.file_type name (e.g. IQ2_XXS)",
+    "model": "the model file's sha256",
     "variant": "variant name (e.g. 01)",
     "batch_size": "decode batch size",
     "contributor": "contributor handle (case-insensitive)",

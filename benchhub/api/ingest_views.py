@@ -89,3 +89,27 @@ class SubmissionIngestMixin:
             "status": result.status,
         }
         return Response(body, status=result.http_status)
+
+
+class WithdrawView(APIView):
+    throttle_classes = (AddressThrottle,)
+
+    @extend_schema(
+        operation_id="withdraw_submission",
+        summary="Withdraw one of your own submissions",
+        description=(
+            "Body: a DSSE envelope of type application/vnd.benchhub.withdrawal.v1+json whose payload is "
+            '{"schema_version": 1, "submission": "<this id>", "created_at": "<RFC 3339 UTC>"}, signed by the key that '
+            "signed the submission. It leaves every cell; its page and the snapshot show it as withdrawn; the raw "
+            "envelope is kept. Repeating it answers 200 again with the first withdrawal's time."
+        ),
+        request=serializers.EnvelopeSerializer,
+        responses={200: serializers.WithdrawnSerializer, **ERRORS},
+    )
+    def post(self, request: Request, pk: str) -> Response:
+        try:
+            submission = ingest.withdraw_submission(str(pk), read_body(request))
+        except ingest.IngestError as error:
+            raise _refusal(error) from None
+        withdrawn_at = submission.withdrawn_at.isoformat() if submission.withdrawn_at else None
+        return Response({"id": str(submission.id), "status": "withdrawn", "withdrawn_at": withdrawn_at})

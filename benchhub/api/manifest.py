@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.urls import reverse
@@ -12,10 +13,15 @@ from benchhub.results.models import Campaign
 
 
 def manifest(campaign: Campaign, request: Request) -> dict[str, Any]:
+    return manifest_for(campaign, lambda path: str(request.build_absolute_uri(path)))
+
+
+def manifest_for(campaign: Campaign, absolute: Callable[[str], str]) -> dict[str, Any]:
+    """`absolute` makes a site path an absolute URL."""
     definition = campaign.definition
 
     def patch_url(name: str) -> str:
-        return str(request.build_absolute_uri(reverse("campaign-patch", args=[campaign.slug, name])))
+        return absolute(reverse("campaign-patch", args=[campaign.slug, name]))
 
     return {
         "slug": campaign.slug,

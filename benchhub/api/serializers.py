@@ -33,6 +33,12 @@ class SubmissionCreatedSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=Submission.Status.choices)
 
 
+class WithdrawnSerializer(serializers.Serializer[Any]):
+    id = serializers.UUIDField()
+    status = serializers.CharField(help_text="withdrawn")
+    withdrawn_at = serializers.DateTimeField()
+
+
 class ErrorSerializer(serializers.Serializer[Any]):
     error = serializers.CharField(help_text="machine code")
     detail = serializers.CharField(help_text="human sentence")
@@ -53,14 +59,14 @@ class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
             "contributor",
             "chip",
             "gpu_cores",
+            "model_sha256",
             "quant",
             "variant",
             "batch_size",
+            "n_rounds",
             "tg_tps",
             "baseline_tg_tps",
             "speedup",
-            "spread",
-            "n_reps",
             "correctness_status",
             "excluded_reason",
         )
@@ -101,6 +107,8 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
     machine = serializers.SerializerMethodField()
     model = serializers.SerializerMethodField()
     envelope_url = serializers.SerializerMethodField()
+    state = serializers.CharField(read_only=True, help_text="counted, hidden (see state_reason) or withdrawn")
+    state_reason = serializers.CharField(read_only=True)
 
     class Meta:
         model = Submission
@@ -111,6 +119,9 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
             "keyid",
             "status",
             "flags",
+            "state",
+            "state_reason",
+            "withdrawn_at",
             "hidden",
             "is_demo",
             "created_at",
@@ -163,25 +174,46 @@ class SubmissionDetailSerializer(SubmissionSerializer):
         fields = (*SubmissionSerializer.Meta.fields, "llama_cpp", "sweep_settings", "variants", "measurements")
 
 
+class ExcludedSerializer(serializers.Serializer[Any]):
+    hidden = serializers.IntegerField()
+    correctness_failed = serializers.IntegerField()
+    correctness_not_run = serializers.IntegerField()
+    degenerate_output = serializers.IntegerField()
+    run_state = serializers.IntegerField()
+
+
 class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
+    """One cell (PROTOCOL.md 5.1)."""
+
+    excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
+    interval = serializers.ChoiceField(
+        choices=["95%", "range"],
+        allow_null=True,
+        help_text='"95%": [ci_low, ci_high] is a distribution-free 95% interval of the median over machines (6 or '
+        'more); "range": min and max over 2-5 machines; null for one machine',
+    )
+
     class Meta:
         model = LeaderboardCell
         fields = (
             "chip",
             "gpu_cores",
+            "model",
+            "model_sha256",
             "quant",
             "variant",
             "batch_size",
             "baseline_tg_tps",
             "tg_tps",
             "speedup",
+            "interval",
             "ci_low",
             "ci_high",
+            "verdict",
+            "n_machines",
             "n_submissions",
             "n_contributors",
-            "n_excluded_correctness",
-            "n_excluded_degenerate",
-            "updated_at",
+            "excluded",
         )
 
 

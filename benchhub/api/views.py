@@ -11,7 +11,6 @@ from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.fields import DateTimeField
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.pagination import CursorPagination
 from rest_framework.renderers import JSONRenderer
@@ -20,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from benchhub.api import filters, serializers
+from benchhub.api import filters, serializers, snapshot
 from benchhub.api.errors import ApiError
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
 from benchhub.api.manifest import manifest
@@ -49,6 +48,7 @@ SUBMISSION_FILTERS = {
     "chip": "chip",
     "gpu_cores": "gpu_cores",
     "quant": "quant",
+    "model": "model_sha256",
     "variant": "variants__name",
     "batch_size": "measurements__batch_size",
     "contributor": "contributor__handle__iexact",
@@ -59,11 +59,15 @@ MEASUREMENT_FILTERS = {
     "chip": "chip",
     "gpu_cores": "gpu_cores",
     "quant": "quant",
+    "model": "model_sha256",
     "variant": "variant_name",
     "batch_size": "batch_size",
     "contributor": "contributor__handle__iexact",
 }
-CELL_FILTERS = {name: name for name in ("chip", "gpu_cores", "quant", "variant", "batch_size")}
+CELL_FILTERS = {
+    **{name: name for name in ("chip", "gpu_cores", "quant", "variant", "batch_size")},
+    "model": "model_sha256",
+}
 
 
 class SubmissionsView(SubmissionIngestMixin, ListAPIView[Submission]):
@@ -127,10 +131,11 @@ class LeaderboardView(APIView):
         summary="Leaderboard cells of a campaign",
         responses=serializers.LeaderboardSerializer,
         description=(
-            "One row per (chip, gpu_cores, quant, variant, batch_size). tg_tps, baseline_tg_tps and speedup are "
-            "medians across submissions of per-submission medians over reps; speedup is paired inside each "
-            "submission. [ci_low, ci_high] is a distribution-free 95% order-statistic interval of the median "
-            "speedup; below 6 submissions it is the full range [min, max], whose coverage is lower (n=1 gives [x, x]). "
+            "One row per cell (chip, gpu_cores, model file, variant, batch_size), PROTOCOL.md section 5.1: a "
+            "submission's speedup is the median over its rounds of the round-paired ratio; a machine's is the "
+            "median of its submissions'; speedup and baseline_tg_tps are medians over machines, and tg_tps = "
+            "baseline_tg_tps x speedup. interval says what [ci_low, ci_high] is: '95%' (6 or more machines), "
+            "'range' (2-5) or null (one machine). Without `model`, the cells of every model of the campaign. "
             "While cells keep changing the board is served as last rendered for at most "
             "BENCHHUB_BOARD_MAX_STALENESS_SECONDS (5 by default), then rendered again."
         ),
@@ -144,14 +149,11 @@ class LeaderboardView(APIView):
         if not slug:
             raise ApiError(400, "missing_parameter", "The campaign parameter is required.", "campaign")
         campaign = get_object_or_404(Campaign, slug=slug)
-        cells = filters.apply(
-            LeaderboardCell.objects.filter(campaign=campaign, n_submissions__gt=0), request.query_params, CELL_FILTERS
-        )
+        cells = filters.apply(LeaderboardCell.objects.filter(campaign=campaign), request.query_params, CELL_FILTERS)
         return HttpResponse(leaderboard_json(campaign, cells, request.query_params), content_type="application/json")
 
 
 LEADERBOARD_FIELDS = serializers.LeaderboardRowSerializer.Meta.fields
-_timestamp = DateTimeField()
 
 
 def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], params: Mapping[str, str]) -> bytes:
@@ -162,12 +164,10 @@ def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], param
     filtered = sorted((name, params[name]) for name in CELL_FILTERS if params.get(name))
 
     def render() -> bytes:
-        rows = []
-        ordered = cells.order_by("chip", "gpu_cores", "quant", "batch_size", "variant")
-        for values in ordered.values_list(*LEADERBOARD_FIELDS):
-            row = dict(zip(LEADERBOARD_FIELDS, values, strict=True))
-            row["updated_at"] = _timestamp.to_representation(row["updated_at"])
-            rows.append(row)
+        ordered = cells.order_by("chip", "gpu_cores", "model_sha256", "batch_size", "variant")
+        rows = [
+            dict(zip(LEADERBOARD_FIELDS, values, strict=True)) for values in ordered.values_list(*LEADERBOARD_FIELDS)
+        ]
         return JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
 
     return cached_render("leaderboard", (campaign.pk, filtered), cells, render)
@@ -212,7 +212,8 @@ class MeasurementsView(ListAPIView[Measurement]):
     pagination_class = ByIdDescending
 
     def get_queryset(self) -> QuerySet[Measurement]:
-        queryset = Measurement.objects.filter(submission__hidden=False).select_related("campaign", "contributor")
+        queryset = Measurement.objects.filter(submission__hidden=False, submission__withdrawn_at__isnull=True)
+        queryset = queryset.select_related("campaign", "contributor")
         return filters.apply(queryset, self.request.query_params, MEASUREMENT_FILTERS)
 
     @extend_schema(
@@ -272,3 +273,16 @@ class MeasurementsCsvView(MeasurementsView):
 class _Echo:
     def write(self, value: str) -> str:
         return value
+
+
+class SnapshotView(APIView):
+    @extend_schema(
+        summary="Every raw envelope, campaign, key and moderation decision, as gzipped JSON lines",
+        description="What scripts/recompute_cells.py verifies and recomputes every cell from (docs/method.md).",
+        responses={(200, "application/gzip"): OpenApiTypes.BINARY},
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        lines = snapshot.records(lambda campaign: manifest(campaign, request))
+        response = StreamingHttpResponse(snapshot.gzipped(lines), content_type="application/gzip")
+        response["Content-Disposition"] = 'attachment; filename="benchhub-snapshot.jsonl.gz"'
+        return response

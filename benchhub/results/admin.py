@@ -36,9 +36,9 @@ class SubmissionAdmin(ReadOnlyAdmin):
         "is_demo",
         "received_at",
     )
-    list_filter = ("campaign", "status", "hidden", "is_demo")
-    search_fields = ("id", "contributor__handle", "key__keyid", "machine__chip")
-    actions = ("hide", "unhide")
+    list_filter = ("campaign", "status", "hidden", "released", "is_demo")
+    search_fields = ("id", "contributor__handle", "key__keyid", "machine__chip", "model_sha256")
+    actions = ("hide", "unhide", "release", "hold")
 
     @admin.action(description="Hide the selected submissions (they leave the leaderboard)")
     def hide(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:
@@ -49,6 +49,16 @@ class SubmissionAdmin(ReadOnlyAdmin):
     def unhide(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:
         count = moderation.set_hidden(queryset, False, request.user, "unhidden from the admin")
         self.message_user(request, f"Unhid {count} submission(s).", messages.SUCCESS)
+
+    @admin.action(description="Release the selected quarantined or model-conflict submissions into the cells")
+    def release(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:
+        count = moderation.set_released(queryset, True, request.user, "released from the admin")
+        self.message_user(request, f"Released {count} submission(s).", messages.SUCCESS)
+
+    @admin.action(description="Hold the selected released submissions back again")
+    def hold(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:
+        count = moderation.set_released(queryset, False, request.user, "held back from the admin")
+        self.message_user(request, f"Held back {count} submission(s).", messages.SUCCESS)
 
 
 @admin.register(Campaign)
@@ -63,5 +73,5 @@ class RawEnvelopeAdmin(ReadOnlyAdmin):
 
 @admin.register(LeaderboardCell)
 class LeaderboardCellAdmin(ReadOnlyAdmin):
-    list_display = ("campaign", "chip", "gpu_cores", "quant", "variant", "batch_size", "speedup", "n_submissions")
+    list_display = ("campaign", "chip", "gpu_cores", "model", "variant", "batch_size", "speedup", "n_machines")
     list_filter = ("campaign", "quant", "variant")

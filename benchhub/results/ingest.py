@@ -18,8 +18,9 @@ from django.utils.dateparse import parse_datetime
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
-from benchhub.results import campaigns, cells, flags, storage, tasks
-from benchhub.results.models import Campaign, RawEnvelope, Submission
+from benchhub.results import campaigns, cells, flags, moderation, storage, tasks
+from benchhub.results.measurements import measurement_rows
+from benchhub.results.models import Campaign, Measurement, RawEnvelope, Submission
 
 __all__ = ["IngestError", "IngestResult", "Registration", "VerifiedEnvelope", "ingest_submission", "register"]
 
@@ -77,16 +78,17 @@ def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], No
     except schema.SchemaViolation as error:
         raise IngestError.from_schema(error) from None
     payload_sha256 = hashlib.sha256(verified.opened.payload).hexdigest()
-    previous = _previous(verified.key, payload["nonce"], payload_sha256)
+    sweep_sha256 = hashlib.sha256(envelope.canonical_bytes(payload["sweep"]["runs"])).hexdigest()
+    previous = _previous(verified.key, payload["nonce"], payload_sha256, sweep_sha256)
     if previous is not None:
         return previous
     campaign = check_against_campaign(payload)
     try:
         with transaction.atomic():
-            submission = _store(verified, payload, payload_sha256, campaign)
+            submission = _store(verified, payload, payload_sha256, sweep_sha256, campaign)
     except IntegrityError:
-        # Another request stored this (key, nonce), or these payload bytes, between our check and our insert.
-        previous = _previous(verified.key, payload["nonce"], payload_sha256)
+        # Another request stored this (key, nonce), these payload bytes or this sweep between our check and our insert.
+        previous = _previous(verified.key, payload["nonce"], payload_sha256, sweep_sha256)
         if previous is None:
             raise
         return previous
@@ -104,18 +106,26 @@ def _refuse_nul(value: Any, path: str) -> None:
         _refuse_nul(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key)
 
 
-def _previous(key: PublicKey, nonce: str, payload_sha256: str) -> IngestResult | None:
-    """The stored answer to a retry; a refusal when the nonce or the payload bytes were used otherwise.
-    One query for both unique keys, (key, nonce) and the payload's hash: at most two rows."""
-    fields = ("id", "status", "key", "nonce", "payload_sha256")
-    same = Q(key=key, nonce=nonce) | Q(payload_sha256=payload_sha256)
-    found = list(Submission.objects.filter(same).only(*fields).order_by()[:2])
+def _previous(key: PublicKey, nonce: str, payload_sha256: str, sweep_sha256: str) -> IngestResult | None:
+    """The stored answer to a retry; a refusal when the nonce, the payload bytes or the measured
+    rows were used otherwise. One query for the three unique keys: at most three rows."""
+    fields = ("id", "status", "key", "nonce", "payload_sha256", "sweep_sha256")
+    same = Q(key=key, nonce=nonce) | Q(payload_sha256=payload_sha256) | Q(key=key, sweep_sha256=sweep_sha256)
+    found = list(Submission.objects.filter(same).only(*fields).order_by()[:3])
     stored = next((row for row in found if row.key_id == key.pk and row.nonce == nonce), None)
     if stored is None:
         if not found:
             return None
+        if any(row.payload_sha256 == payload_sha256 for row in found):
+            raise IngestError(
+                409, "payload_replayed", "These payload bytes were already submitted under another key.", "payload"
+            )
+        earlier = found[0]
         raise IngestError(
-            409, "payload_replayed", "These payload bytes were already submitted under another key.", "payload"
+            409,
+            "duplicate_measurement",
+            f"These sweep rows were already submitted by this key as submission {earlier.id}.",
+            "sweep.runs",
         )
     if stored.payload_sha256 != payload_sha256:
         raise IngestError(409, "nonce_reused", "This key already used this nonce for a different payload.", "nonce")
@@ -164,21 +174,28 @@ def created_at_of(text: str) -> datetime:
     return parsed
 
 
-def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
+def _store(
+    verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, sweep_sha256: str, campaign: Campaign
+) -> Submission:
     key = verified.key
     machine = payload["machine"]
-    submission_flags = flags.derive(payload, campaign.definition["sweep"])
+    model_file = storage.model_file_row(payload["model"])
+    submission_flags = flags.derive(payload, campaign.definition)
+    if storage.conflicting_claims(model_file):
+        submission_flags = sorted({*submission_flags, flags.MODEL_CONFLICT})
     submission = Submission.objects.create(
         campaign=campaign,
         contributor=key.contributor,
         key=key,
         machine=storage.machine_row(machine),
-        model_file=storage.model_file_row(payload["model"]),
+        model_file=model_file,
         chip=machine["chip"],
         gpu_cores=machine["gpu_cores"],
-        quant=payload["model"]["file_type"],
+        model_sha256=model_file.sha256,
+        quant=model_file.file_type,
         nonce=payload["nonce"],
         payload_sha256=payload_sha256,
+        sweep_sha256=sweep_sha256,
         created_at=created_at_of(payload["created_at"]),
         status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
         flags=submission_flags,
@@ -195,6 +212,44 @@ def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: 
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
     )
     storage.store_rows(submission, payload)
+    Measurement.objects.bulk_create(measurement_rows(submission, payload))
     group = cells.Group.of(submission)
+    cells.ensure_group(group)
     transaction.on_commit(lambda: tasks.queue_refresh(group))
+    return submission
+
+
+WITHDRAWAL_KEYS = {"schema_version", "submission", "created_at"}
+
+
+def withdraw_submission(submission_id: str, body: bytes) -> Submission:
+    """A contributor takes back one of their submissions with an envelope signed by the key that
+    signed it (docs/api.md). Repeating a withdrawal answers as the first did."""
+    try:
+        opened = envelope.open_envelope(envelope.strict_loads(body), envelope.WITHDRAWAL_TYPE)
+        if len(opened.signatures) != 1:
+            raise IngestError(400, "bad_envelope", "A withdrawal carries exactly one signature.", "signatures")
+        payload = envelope.parse_canonical_payload(opened.payload)
+    except envelope.EnvelopeError as error:
+        raise IngestError.from_envelope(error) from None
+    if set(payload) != WITHDRAWAL_KEYS or payload["schema_version"] != 1:
+        raise IngestError(
+            400, "schema_violation", f"A withdrawal payload holds exactly {sorted(WITHDRAWAL_KEYS)}.", "payload"
+        )
+    if not isinstance(payload["created_at"], str):
+        raise IngestError(400, "schema_violation", "created_at: must be an RFC 3339 string.", "created_at")
+    created_at_of(payload["created_at"])
+    if payload["submission"] != submission_id:
+        raise IngestError(400, "wrong_submission", "The payload names another submission than the URL.", "submission")
+    submission = Submission.objects.filter(pk=submission_id).select_related("key").first()
+    if submission is None:
+        raise IngestError(404, "not_found", "No submission has this id.")
+    keyid = opened.keyids[0]
+    if keyid != submission.key.keyid:
+        raise IngestError(
+            403, "not_your_submission", "Only the key that signed a submission can withdraw it.", "signatures[0].keyid"
+        )
+    if not envelope.verify_signature(opened, keyid, bytes(submission.key.public_key)):
+        raise IngestError(401, "bad_signature", "The signature does not verify over the payload.", "signatures[0].sig")
+    moderation.withdraw(submission, body)
     return submission

@@ -1,61 +1,19 @@
-"""Derive a submission's Measurement rows from its sweep, correctness and generation facts.
-
-One place decides what is paired with what and what is excluded (PROTOCOL.md section 5):
-hidden submissions, submissions swept with settings other than their campaign's (flagged
-`nonstandard_sweep` at ingest), variants whose correctness status is `fail`, and variants that
-produced degenerate output on a prompt where the baseline did not. The facts come either straight from
-the payload being ingested or rebuilt (no read-back) or from the stored rows (moderation).
-`measurement_fields` gives plain column values, which the ORM path and the COPY path of
-`rebuild_cells` (results/bulk.py) both write.
-"""
+"""A submission's Measurement rows, derived from its payload and its state: the one place that
+decides what a cell counts (PROTOCOL.md 5.1). Ingest derives them from the payload in hand;
+moderation, withdrawal and `rebuild_cells` derive them again from the stored raw envelope."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
-from benchhub.results import cell_keys, flags, stats
+from benchhub.results import flags, storage
 from benchhub.results.models import Measurement, Submission
 
-# variant name -> batch size -> tg_tps of each rep
-Samples = dict[str, dict[int, list[float]]]
-
-
-@dataclass(frozen=True)
-class SubmissionFacts:
-    """What the rules and the denormalised cell key read of a submission."""
-
-    hidden: bool
-    flags: Sequence[str]
-    campaign_id: int
-    contributor_id: int
-    chip: str
-    gpu_cores: int | None
-    quant: str
-
-    @classmethod
-    def of(cls, submission: Submission) -> SubmissionFacts:
-        machine, model_file = submission.machine, submission.model_file
-        return cls(
-            submission.hidden,
-            submission.flags,
-            submission.campaign_id,
-            submission.contributor_id,
-            machine.chip,
-            machine.gpu_cores,
-            model_file.file_type,
-        )
-
-
-@dataclass(frozen=True)
-class VariantFacts:
-    name: str
-    correctness: str  # pass, fail, not_run or missing
-    degenerate_prompts: frozenset[str]
+Excluded = Measurement.Excluded
 
 
 def correctness_status(statuses: Iterable[str]) -> str:
@@ -66,81 +24,75 @@ def correctness_status(statuses: Iterable[str]) -> str:
     return "missing"
 
 
-def exclusion_reason(submission: SubmissionFacts, variant: VariantFacts, baseline: VariantFacts) -> str:
-    if submission.hidden:
-        return Measurement.Excluded.HIDDEN.value
-    if flags.NONSTANDARD_SWEEP in submission.flags:
-        return Measurement.Excluded.NONSTANDARD_SWEEP.value
-    if variant.correctness == "fail":
-        return Measurement.Excluded.CORRECTNESS_FAILED.value
-    if variant.degenerate_prompts - baseline.degenerate_prompts:
-        return Measurement.Excluded.DEGENERATE_OUTPUT.value
-    return Measurement.Excluded.NONE.value
+def exclusion(
+    submission: Submission, correctness: str, degenerate: set[str], baseline_degenerate: set[str], n_rounds: int
+) -> str:
+    """Why a row is left out of its cell ('' when it counts): the first that applies."""
+    if submission.withdrawn_at is not None:
+        return Excluded.WITHDRAWN.value
+    if flags.NONSTANDARD_SWEEP in submission.flags or n_rounds < flags.MIN_ROUNDS:
+        return Excluded.NONSTANDARD.value
+    if submission.state == "hidden":
+        return Excluded.HIDDEN.value
+    if correctness == "fail":
+        return Excluded.CORRECTNESS_FAILED.value
+    if correctness != "pass":
+        return Excluded.CORRECTNESS_NOT_RUN.value
+    if degenerate - baseline_degenerate:
+        return Excluded.DEGENERATE_OUTPUT.value
+    if flags.RUN_STATE_FLAGS.intersection(submission.flags):
+        return Excluded.RUN_STATE.value
+    return Excluded.NONE.value
 
 
-def measurement_fields(
-    submission: SubmissionFacts, variants: list[VariantFacts], samples: Samples
-) -> list[dict[str, Any]]:
-    """The column values of each Measurement row but its submission and variant keys (the variant
-    is named by `variant_name`). `variants` in position order, the baseline first."""
-    baseline = variants[0]
-    medians = {
-        name: {batch_size: stats.median(values) for batch_size, values in by_size.items() if values}
-        for name, by_size in samples.items()
-    }
-    baseline_medians = medians.get(baseline.name, {})
+def measurement_rows(submission: Submission, payload: dict[str, Any]) -> list[Measurement]:
+    """Unsaved rows, one per variant and batch size with at least one paired round; `variant` is
+    set from the submission's stored variants."""
+    statuses: dict[str, list[str]] = defaultdict(list)
+    for check in payload["correctness"]:
+        statuses[check["variant"]].append(check["status"])
+    degenerate: dict[str, set[str]] = defaultdict(set)
+    for check in payload["generation"]:
+        if check["degenerate"]:
+            degenerate[check["variant"]].add(check["prompt_id"])
+    baseline = payload["variants"][0]["name"]
+    variants = {variant.name: variant for variant in submission.variants.all()}
     rows = []
-    for variant in variants:
-        reason = exclusion_reason(submission, variant, baseline)
-        for batch_size, values in sorted(samples.get(variant.name, {}).items()):
-            tg_tps = medians[variant.name][batch_size]
-            baseline_tg = baseline_medians.get(batch_size)
-            rows.append(
-                {
-                    "campaign_id": submission.campaign_id,
-                    "contributor_id": submission.contributor_id,
-                    "chip": submission.chip,
-                    "gpu_cores": submission.gpu_cores,
-                    "quant": submission.quant,
-                    "variant_name": variant.name,
-                    "batch_size": batch_size,
-                    "tg_tps": tg_tps,
-                    "baseline_tg_tps": baseline_tg,
-                    "speedup": stats.paired_speedup(tg_tps, baseline_tg) if baseline_tg is not None else None,
-                    "spread": stats.spread(values, tg_tps),
-                    "n_reps": len(values),
-                    "correctness_status": variant.correctness,
-                    "excluded_reason": reason,
-                }
+    for (name, batch_size), numbers in sorted(flags.paired_numbers(payload).items()):
+        correctness = correctness_status(statuses[name])
+        rows.append(
+            Measurement(
+                submission=submission,
+                variant=variants[name],
+                campaign_id=submission.campaign_id,
+                contributor_id=submission.contributor_id,
+                chip=submission.chip,
+                gpu_cores=submission.gpu_cores,
+                memory_bytes=payload["machine"]["memory_bytes"],
+                model_sha256=submission.model_sha256,
+                quant=submission.quant,
+                variant_name=name,
+                batch_size=batch_size,
+                n_rounds=numbers.n_rounds,
+                tg_tps=numbers.tg_tps,
+                baseline_tg_tps=numbers.baseline_tg_tps,
+                speedup=numbers.speedup,
+                correctness_status=correctness,
+                excluded_reason=exclusion(
+                    submission,
+                    correctness,
+                    set() if name == baseline else degenerate[name],
+                    degenerate[baseline],
+                    numbers.n_rounds,
+                ),
             )
-    return rows
-
-
-def build_measurements(submission: Submission) -> list[Measurement]:
-    """From the stored rows."""
-    variants = list(submission.variants.prefetch_related("correctness", "generation").order_by("position"))
-    facts = [
-        VariantFacts(
-            variant.name,
-            correctness_status(check.status for check in variant.correctness.all()),
-            frozenset(check.prompt_id for check in variant.generation.all() if check.degenerate),
         )
-        for variant in variants
-    ]
-    names = {variant.pk: variant.name for variant in variants}
-    samples: Samples = defaultdict(lambda: defaultdict(list))
-    for run in submission.sweep_runs.prefetch_related("rows"):
-        for row in run.rows.all():
-            samples[names[run.variant_id]][row.batch_size].append(row.tg_tps)
-    by_name = {variant.name: variant for variant in variants}
-    rows = measurement_fields(SubmissionFacts.of(submission), facts, samples)
-    with connection.cursor() as cursor:
-        cell_keys.number_rows(cursor, rows)
-    return [Measurement(submission=submission, variant=by_name[fields["variant_name"]], **fields) for fields in rows]
+    return rows
 
 
 @transaction.atomic
 def rebuild_measurements(submission: Submission) -> list[Measurement]:
-    """Replace the submission's measurements; safe to repeat (hide, unhide, rebuild_cells)."""
+    """Replace the submission's measurements from its stored envelope (after its state changed)."""
     submission.measurements.all().delete()
-    return Measurement.objects.bulk_create(build_measurements(submission))
+    payload = storage.stored_payload(bytes(submission.raw.body))
+    return Measurement.objects.bulk_create(measurement_rows(submission, payload))

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F
 from django.db.models.functions import Coalesce
 
 from benchhub.accounts.models import Contributor, PublicKey
@@ -63,9 +63,13 @@ class Machine(models.Model):
 
 
 class ModelFile(models.Model):
-    """A GGUF file, identified by the sha256 of its bytes."""
+    """One claim about a GGUF file (identified by the sha256 of its bytes): every submission keeps
+    its own claim, so the first submitter of a file never names it for everyone. Identical claims
+    share a row (keyed by `fingerprint`); claims that disagree on the same sha256 are a conflict
+    (ingest flags `model_conflict`)."""
 
-    sha256 = models.CharField(max_length=64, unique=True)
+    fingerprint = models.CharField(max_length=64, unique=True, help_text="sha256 of the canonical claim")
+    sha256 = models.CharField(max_length=64, db_index=True)
     file_name = models.CharField(max_length=255)
     architecture = models.CharField(max_length=200)
     n_params = models.BigIntegerField()
@@ -74,16 +78,16 @@ class ModelFile(models.Model):
     tensor_bytes_by_type = models.JSONField(default=dict)
     label = models.CharField(max_length=200, blank=True)
 
+    # What two claims about one file may not disagree on.
+    IDENTITY = ("file_type", "size_bytes", "architecture")
+
     def __str__(self) -> str:
         return self.label or self.file_name
 
 
 def time_ordered_uuid(at: datetime | None = None) -> uuid.UUID:
-    """A version 7 UUID (RFC 9562): 48 bits of Unix milliseconds, then 74 random bits. Submissions
-    are numbered in the order they arrive, so every index keyed by the submission takes new entries
-    at its end, in pages already in memory, instead of at random places across all of its history
-    (docs/performance.md, section 2). `at` numbers a submission received at another time (the
-    benchmarks' generated states)."""
+    """A version 7 UUID (RFC 9562): 48 bits of Unix milliseconds, then 74 random bits, so
+    submissions sort by arrival. `at` numbers a submission received at another time (benchmarks)."""
     milliseconds = int((at or datetime.now(UTC)).timestamp() * 1000) & (2**48 - 1)
     random_bits = int.from_bytes(os.urandom(10), "big")
     value = milliseconds << 80 | 0x7 << 76 | (random_bits >> 62 & 0xFFF) << 64 | 0b10 << 62 | random_bits & (2**62 - 1)
@@ -92,6 +96,7 @@ def time_ordered_uuid(at: datetime | None = None) -> uuid.UUID:
 
 class SubmissionQuerySet(models.QuerySet["Submission"]):
     def public(self) -> SubmissionQuerySet:
+        """What the site shows: everything but what a moderator hid (withdrawn ones say so)."""
         return self.filter(hidden=False)
 
 
@@ -103,20 +108,23 @@ class Submission(models.Model):
     id = models.UUIDField(primary_key=True, default=time_ordered_uuid, editable=False)
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="submissions")
     contributor = models.ForeignKey(Contributor, on_delete=models.PROTECT, related_name="submissions")
-    # No index of its own: submission_key_nonce_unique leads with it.
     key = models.ForeignKey(PublicKey, on_delete=models.PROTECT, related_name="submissions", db_index=False)
     machine = models.ForeignKey(Machine, on_delete=models.PROTECT, related_name="submissions")
     model_file = models.ForeignKey(ModelFile, on_delete=models.PROTECT, related_name="submissions")
     nonce = models.CharField(max_length=32)
-    # Unique (submission_payload_unique): the same payload bytes signed by a second key are a replay
-    # of another contributor's result. A constraint, not unique=True, which on PostgreSQL adds a
-    # second index for LIKE that no lookup of a hash uses.
     payload_sha256 = models.CharField(max_length=64)
+    sweep_sha256 = models.CharField(max_length=64, help_text="sha256 of the canonical sweep runs: a re-sent result")
     created_at = models.DateTimeField(help_text="When the agent assembled the result (its clock).")
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices)
-    hidden = models.BooleanField(default=False, help_text="Hidden by a moderator: left out of every cell.")
     flags = models.JSONField(default=list, help_text="Agent flags and server-derived flags, sorted.")
+    hidden = models.BooleanField(default=False, help_text="Hidden by a moderator: left out of every cell.")
+    released = models.BooleanField(
+        default=False, help_text="A moderator let a quarantined or model-conflict submission into the cells."
+    )
+    moderation_reason = models.TextField(blank=True, help_text="Why a moderator hid or released it.")
+    withdrawn_at = models.DateTimeField(null=True, blank=True, help_text="Withdrawn by its contributor.")
+    withdrawal = models.BinaryField(null=True, editable=False, help_text="The signed withdrawal, byte for byte.")
     is_demo = models.BooleanField(default=False)
     agent_name = models.CharField(max_length=64)
     agent_version = models.CharField(max_length=64)
@@ -128,28 +136,53 @@ class Submission(models.Model):
     cells_refreshed_at = models.DateTimeField(
         null=True, blank=True, help_text="Null until the cells this submission touches are recomputed."
     )
-    # Its cells' group, copied from the machine and the model (both immutable): lists filtered by
-    # chip and quant, and a group's waiting submissions, are then one index range, with no join.
+    # Its cell group, copied from the machine and the model claim (both immutable).
     chip = models.CharField(max_length=200, default="")
     gpu_cores = models.PositiveIntegerField(null=True)
+    model_sha256 = models.CharField(max_length=64, default="")
     quant = models.CharField(max_length=32, default="")
 
     objects = SubmissionQuerySet.as_manager()
+
+    # Server flags a moderator must release before the submission counts.
+    HELD_FLAGS = frozenset({"quarantined", "model_conflict"})
 
     class Meta:
         ordering = ("-received_at", "-id")
         constraints = (
             models.UniqueConstraint(fields=["key", "nonce"], name="submission_key_nonce_unique"),
             models.UniqueConstraint(fields=["payload_sha256"], name="submission_payload_unique"),
+            models.UniqueConstraint(fields=["key", "sweep_sha256"], name="submission_key_sweep_unique"),
         )
         indexes = (
             models.Index(fields=["cells_refreshed_at", "received_at"]),
             models.Index(fields=["chip", "quant", "-received_at", "-id"], name="submission_chip_quant_newest"),
-            models.Index(fields=["chip", "gpu_cores", "-received_at", "-id"], name="submission_chip_cores_newest"),
         )
 
     def __str__(self) -> str:
         return str(self.id)
+
+    @property
+    def held_back(self) -> list[str]:
+        """The server flags that keep it out of the cells until a moderator releases it."""
+        return [] if self.released else sorted(self.HELD_FLAGS.intersection(self.flags))
+
+    @property
+    def state(self) -> str:
+        """counted, hidden (a decision the payload cannot show: a moderator's, or a flag awaiting
+        one) or withdrawn (by its contributor: in no cell at all)."""
+        if self.withdrawn_at is not None:
+            return "withdrawn"
+        return "hidden" if self.hidden or self.held_back else "counted"
+
+    @property
+    def state_reason(self) -> str:
+        if self.withdrawn_at is not None:
+            return "withdrawn by its contributor"
+        if self.hidden:
+            return self.moderation_reason or "hidden by a moderator"
+        held = self.held_back
+        return f"{', '.join(held)}: waiting for a moderator" if held else ""
 
 
 class RawEnvelope(models.Model):
@@ -170,7 +203,6 @@ class RawEnvelope(models.Model):
 
 
 class SubmissionVariant(models.Model):
-    # No index of its own: variant_name_unique leads with it.
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="variants", db_index=False)
     position = models.PositiveSmallIntegerField(help_text="0 is the baseline")
     name = models.CharField(max_length=64)
@@ -239,91 +271,43 @@ class GenerationCheck(models.Model):
     identical_to_baseline = models.BooleanField()
 
 
-# Which measurements a cell's statistics take.
-INCLUDED_IN_CELLS = Q(excluded_reason="", speedup__isnull=False, baseline_tg_tps__isnull=False)
-
-
-class CellName(models.Model):
-    """What names a leaderboard cell besides its campaign: the fields and the constraint shared by
-    the cells' numbers (CellKey) and the cells themselves (LeaderboardCell)."""
-
-    chip = models.CharField(max_length=200)
-    gpu_cores = models.PositiveIntegerField(null=True)
-    quant = models.CharField(max_length=32)
-    variant = models.CharField(max_length=64)
-    batch_size = models.PositiveIntegerField()
-
-    class Meta:
-        abstract = True
-
-    @staticmethod
-    def unique(name: str) -> models.UniqueConstraint:
-        """One row per cell. gpu_cores is null off Apple GPUs; Coalesce makes two nulls collide, on
-        PostgreSQL and SQLite."""
-        fields = (F("campaign"), F("chip"), Coalesce("gpu_cores", -1), F("quant"), F("variant"), F("batch_size"))
-        return models.UniqueConstraint(*fields, name=name)
-
-    def __str__(self) -> str:
-        return f"{self.chip}/{self.gpu_cores}/{self.quant}/{self.variant}/BS{self.batch_size}"
-
-
-class CellKey(CellName):
-    """The name of one leaderboard cell, numbered once, when a measurement first names it: each
-    measurement carries the number, so the refresh's indexes lead with eight bytes instead of the
-    six columns naming the cell (~60 of ~90 bytes an entry; docs/performance.md, section 2). Never
-    deleted but with its campaign, so a number once given stays valid."""
-
-    # No index of its own: cell_key_unique leads with it (with one, the planner read a group's
-    # numbers by the campaign alone, every cell of the campaign).
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
-
-    class Meta:
-        constraints = (CellName.unique("cell_key_unique"),)
-
-
 class Measurement(models.Model):
-    """One submission x variant x batch size, with the chip/quant/variant denormalised so that
-    refreshing a cell and filtering the API are single indexed queries."""
+    """One submission x variant x batch size: its round-paired numbers and whether its cell counts
+    it (PROTOCOL.md 5.1). The cell group's facts are copied from the submission so that a group's
+    refresh reads one indexed range."""
 
     class Excluded(models.TextChoices):
         NONE = "", "included"
-        CORRECTNESS_FAILED = "correctness_failed"
-        DEGENERATE_OUTPUT = "degenerate_output"
+        # Left out and counted in the cell's `excluded`, in the order the first applying one is chosen.
         HIDDEN = "hidden"
-        NONSTANDARD_SWEEP = "nonstandard_sweep"
+        CORRECTNESS_FAILED = "correctness_failed"
+        CORRECTNESS_NOT_RUN = "correctness_not_run"
+        DEGENERATE_OUTPUT = "degenerate_output"
+        RUN_STATE = "run_state"
+        # Left out and counted nowhere: it measured something else, too little, or was taken back.
+        NONSTANDARD = "nonstandard_sweep"
+        WITHDRAWN = "withdrawn"
 
-    # No index of its own (each single-column index cost ~1 kB a submission and its upkeep at
-    # ingest): measurement_unique leads with the submission.
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements", db_index=False)
     variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")
-    # The campaign, the contributor and the cell are copies: of the submission's campaign and
-    # contributor, which PROTECT theirs from deletion while it exists, and of the cell's number,
-    # which lives as long as its campaign. So they are references without a constraint of the
-    # database's own: each constraint cost the ingest a check per row at commit (~5.5 µs each, 0.45
-    # ms a submission for the three) and a share lock on the row referenced, which writes that row's
-    # page: every ingest rewrote the keys of its 27 cells (docs/performance.md, section 1). Nothing
-    # is deleted through them (DO_NOTHING): a row that names one names a submission that keeps it.
-    campaign = models.ForeignKey(
-        Campaign, on_delete=models.DO_NOTHING, related_name="+", db_index=False, db_constraint=False
-    )
-    # Its index serves the measurements list filtered by contributor.
-    contributor = models.ForeignKey(Contributor, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False)
-    # No index of its own: the refresh's indexes lead with it.
-    cell_key = models.ForeignKey(
-        CellKey, on_delete=models.DO_NOTHING, related_name="+", db_index=False, db_constraint=False
-    )
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
+    contributor = models.ForeignKey(Contributor, on_delete=models.CASCADE, related_name="+")
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
+    memory_bytes = models.BigIntegerField(help_text="with contributor, chip and gpu_cores: the machine")
+    model_sha256 = models.CharField(max_length=64)
     quant = models.CharField(max_length=32)
     variant_name = models.CharField(max_length=64)
     batch_size = models.PositiveIntegerField()
-    tg_tps = models.FloatField(help_text="median over reps")
-    baseline_tg_tps = models.FloatField(null=True, help_text="the baseline's median at this batch size")
-    speedup = models.FloatField(null=True, help_text="tg_tps / baseline_tg_tps (paired within the submission)")
-    spread = models.FloatField(help_text="(max - min) / median over reps")
-    n_reps = models.PositiveSmallIntegerField()
+    n_rounds = models.PositiveSmallIntegerField(help_text="rounds in which variant and baseline both ran")
+    tg_tps = models.FloatField(null=True, help_text="median over paired rounds")
+    baseline_tg_tps = models.FloatField(null=True, help_text="the baseline's median over the same rounds")
+    speedup = models.FloatField(null=True, help_text="median over paired rounds of variant / baseline")
     correctness_status = models.CharField(max_length=8, help_text="pass, fail, not_run or missing")
     excluded_reason = models.CharField(max_length=32, choices=Excluded.choices, blank=True, default="")
+
+    # The reasons a cell counts in `excluded` (PROTOCOL.md 5.1), in order of precedence.
+    COUNTED_EXCLUSIONS = ("hidden", "correctness_failed", "correctness_not_run", "degenerate_output", "run_state")
 
     class Meta:
         ordering = ("submission", "variant__position", "batch_size")
@@ -331,83 +315,68 @@ class Measurement(models.Model):
             models.UniqueConstraint(fields=["submission", "variant_name", "batch_size"], name="measurement_unique"),
         )
         indexes = (
-            # A full read of a group's cells takes only these columns of its cells' rows: covered, it
-            # is an index-only scan instead of one heap page per submission in the cells' history.
-            # Keyed by the cell's number alone rather than the six columns naming it: 8 bytes of
-            # fixed-width key instead of ~50 with text and a nullable column, which made building it
-            # at a rebuild its slowest step (docs/performance.md, section 4); and a group's numbers
-            # are a list (= ANY) that PostgreSQL reads in index order only on an index's first column.
-            models.Index(
-                fields=["cell_key"],
-                include=["submission", "tg_tps", "baseline_tg_tps", "speedup", "contributor", "excluded_reason"],
-                name="measurement_cell_key_covering",
-            ),
-            # The measurements list filtered by chip and quant, newest first, walks this backwards
-            # instead of filtering the whole primary key.
+            models.Index(fields=["campaign", "chip", "gpu_cores", "model_sha256"], name="measurement_group"),
             models.Index(fields=["chip", "quant", "-id"], name="measurement_chip_quant_id"),
-            # Whether a contributor has a stored included row in a cell (a cell counts its distinct
-            # contributors), led by the contributor: a submission's 27 entries are one contributor's
-            # entries in the 27 cells of one group, numbered together, so they land on a page or two
-            # of the index instead of at 27 places across it.
-            models.Index(
-                fields=["contributor", "cell_key"],
-                include=["submission"],
-                condition=INCLUDED_IN_CELLS,
-                name="measurement_contributor_cell",
-            ),
         )
 
 
-class LeaderboardCell(CellName):
-    """The aggregate of PROTOCOL.md section 5 for one (campaign, chip, gpu_cores, quant, variant,
-    batch size); recomputed by Celery only for the cells a submission touches."""
+class LeaderboardCell(models.Model):
+    """The aggregate of PROTOCOL.md section 5.1 for one (campaign, chip, gpu_cores, model, variant,
+    batch size); a group's cells are recomputed together from its measurements (cells.py)."""
 
-    # No index of its own: leaderboard_cell_unique leads with it.
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="cells", db_index=False)
+    chip = models.CharField(max_length=200)
+    gpu_cores = models.PositiveIntegerField(null=True)
+    model_sha256 = models.CharField(max_length=64)
+    variant = models.CharField(max_length=64)
+    batch_size = models.PositiveIntegerField()
+    model = models.CharField(max_length=255, help_text="the model's label, else its file name")
+    quant = models.CharField(max_length=32)
     baseline_tg_tps = models.FloatField(null=True)
     tg_tps = models.FloatField(null=True)
     speedup = models.FloatField(null=True)
+    interval = models.CharField(max_length=8, null=True, help_text='"95%", "range" or null')
     ci_low = models.FloatField(null=True)
     ci_high = models.FloatField(null=True)
+    verdict = models.CharField(max_length=20)
+    n_machines = models.PositiveIntegerField(default=0)
     n_submissions = models.PositiveIntegerField(default=0)
     n_contributors = models.PositiveIntegerField(default=0)
-    n_excluded_correctness = models.PositiveIntegerField(default=0)
-    n_excluded_degenerate = models.PositiveIntegerField(default=0)
-    order_state = models.JSONField(
-        null=True,
-        editable=False,
-        help_text="The elements at the ranks the statistics need, per column (stats.OrderState): what an "
-        "incremental refresh starts from. Null: unknown, the next refresh reads the whole cell.",
-    )
-    order_band = models.JSONField(
-        null=True,
-        editable=False,
-        help_text="Per column, [below, above, lo, hi] of its band in CellBand (stats.Band): where an incremental "
-        "refresh finds the tracked elements' neighbours. Null: unknown, the next refresh reads the whole cell.",
-    )
+    excluded = models.JSONField(default=dict, help_text="rows left out, by reason")
     updated_at = models.DateTimeField(auto_now=True)
-    revision = models.PositiveBigIntegerField(
-        default=0, editable=False, help_text="Raised by one each time a refresh rewrites the cell in place."
-    )
-
-    # When and how often the cell was written, not what it holds.
-    WRITE_MARKS = frozenset({"updated_at", "revision"})
-    # Where a refresh looks for neighbours: it depends on the order values arrived in, not on them.
-    BOOKKEEPING = frozenset({"order_band"})
 
     class Meta:
-        ordering = ("campaign", "chip", "gpu_cores", "quant", "batch_size", "variant")
-        constraints = (CellName.unique("leaderboard_cell_unique"),)
+        ordering = ("campaign", "chip", "gpu_cores", "model", "batch_size", "variant")
+        constraints = (
+            # gpu_cores is null off Apple GPUs; Coalesce makes two nulls collide, on PostgreSQL and SQLite.
+            models.UniqueConstraint(
+                F("campaign"),
+                F("chip"),
+                Coalesce("gpu_cores", -1),
+                F("model_sha256"),
+                F("variant"),
+                F("batch_size"),
+                name="leaderboard_cell_unique",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.chip}/{self.gpu_cores}/{self.model}/{self.variant}/BS{self.batch_size}"
 
 
-class CellBand(models.Model):
-    """The stored elements of one stretch of one column's order in one cell (stats.Band), around
-    the ranks its statistics need: what an incremental refresh steps the tracked elements through.
-    Derived, like the cells, and rewritten with them by a full read (cells.py)."""
+class CellGroup(models.Model):
+    """The cells of one (campaign, chip, gpu_cores, model file): what one submission touches, and
+    what one refresh recomputes. Its row is the group's lock (cells.refresh_group)."""
 
-    pk = models.CompositePrimaryKey("cell_key", "column_number", "value", "submission")
-    # No index of its own: the primary key leads with it.
-    cell_key = models.ForeignKey(CellKey, on_delete=models.CASCADE, related_name="+", db_index=False)
-    column_number = models.PositiveSmallIntegerField(help_text="the column's place in stats.COLUMNS")
-    value = models.FloatField()
-    submission = models.UUIDField(help_text="the element's tie-breaking key: the submission of its row")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
+    chip = models.CharField(max_length=200)
+    gpu_cores = models.PositiveIntegerField(null=True)
+    model_sha256 = models.CharField(max_length=64)
+    refreshed_at = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(
+                F("campaign"), F("chip"), Coalesce("gpu_cores", -1), F("model_sha256"), name="cell_group_unique"
+            ),
+        )

@@ -32,7 +32,7 @@ RENDERED_TIMEOUT_S = 600
 RENEWAL_LEASE_S = 30
 
 Rendered = TypeVar("Rendered")
-CellsVersion = tuple[int, int, int, datetime | None]
+CellsVersion = tuple[int, int, datetime | None]
 
 logger = logging.getLogger(__name__)
 
@@ -51,17 +51,11 @@ def now() -> float:
 
 
 def cells_version(cells: QuerySet[LeaderboardCell]) -> CellsVersion:
-    """(count, sum of ids, sum of revisions, newest updated_at) of the cells a read renders.
-
-    cells.refresh_group rewrites a group's cells in place and raises each one's revision by one, so
-    the sum of revisions moves with every committed refresh, whatever order concurrent refreshes
-    commit in; the newest updated_at alone misses a refresh that began first and committed last
-    (its timestamps are older than cells already read). Cells created take new, larger ids than any
-    deleted: the count and the sum of ids change whenever the set of cells does."""
-    found = cells.order_by().aggregate(
-        count=Count("id"), ids=Sum("id"), revisions=Sum("revision"), newest=Max("updated_at")
-    )
-    return (found["count"], found["ids"] or 0, found["revisions"] or 0, found["newest"])
+    """(count, sum of ids, newest updated_at) of the cells a read renders. A refresh replaces its
+    group's cells, and new rows take larger ids than any deleted, so every committed refresh moves
+    the sum of ids, whatever order concurrent refreshes commit in."""
+    found = cells.order_by().aggregate(count=Count("id"), ids=Sum("id"), newest=Max("updated_at"))
+    return (found["count"], found["ids"] or 0, found["newest"])
 
 
 def cached_render(

@@ -11,6 +11,7 @@ to the marker or the message (a broker outage, a worker killed between taking an
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import timedelta
 
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 def _marker(group: cells.Group) -> str:
-    return f"benchhub:refresh-queued:{group.lock_id()}"
+    return "benchhub:refresh-queued:" + hashlib.sha256(group.lock_name().encode()).hexdigest()
 
 
 def queue_refresh(group: cells.Group) -> bool:
@@ -55,16 +56,15 @@ def _release(marker: str) -> None:
 
 
 @shared_task(name="benchhub.results.tasks.refresh_group_cells")
-def refresh_group_cells(campaign_id: int, chip: str, gpu_cores: int | None, quant: str) -> int:
-    group = cells.Group(campaign_id, chip, gpu_cores, quant)
+def refresh_group_cells(campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str) -> int:
+    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256)
     _release(_marker(group))
     return cells.refresh_group(group, only_if_waiting=True)
 
 
 @shared_task(name="benchhub.results.tasks.refresh_cells_for_submission")
 def refresh_cells_for_submission(submission_id: str) -> int:
-    """One submission's group, refreshed now (management command, demo seeding, and messages queued
-    by a version before per-group queueing)."""
+    """One submission's group, refreshed now (management command, demo seeding)."""
     return cells.refresh_submission_cells(submission_id)
 
 
@@ -76,7 +76,7 @@ def requeue_stale_submissions() -> int:
     stale_groups = (
         Submission.objects.filter(cells_refreshed_at__isnull=True, received_at__lte=cutoff)
         .order_by()
-        .values_list("campaign_id", "chip", "gpu_cores", "quant")
+        .values_list("campaign_id", "chip", "gpu_cores", "model_sha256")
         .distinct()
     )
     return sum(queue_refresh(cells.Group(*values)) for values in stale_groups[:1000])

@@ -44,7 +44,7 @@ class Point:
     value: float
     low: float | None = None
     high: float | None = None
-    n_submissions: int | None = None
+    n_machines: int | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def _line(series: Series, colour: str, hover_template: str) -> dict[str, Any]:
         "type": "scatter",
         "x": [p.batch_size for p in points],
         "y": [p.value for p in points],
-        "customdata": [[p.n_submissions if p.n_submissions is not None else "–"] for p in points],
+        "customdata": [[p.n_machines if p.n_machines is not None else "–"] for p in points],
         "mode": "lines+markers",
         "name": f"{series.name} (published, not signed)" if series.reference else series.name,
         "legendgroup": series.name,
@@ -153,7 +153,7 @@ def speedup_figure(series: Sequence[Series], title: str) -> Figure:
         series,
         title,
         "speedup over baseline (×)",
-        "%{y:.2f}× (n=%{customdata[0]})<extra>%{fullData.name}</extra>",
+        "%{y:.2f}× (%{customdata[0]} machines)<extra>%{fullData.name}</extra>",
     )
     figure["layout"]["shapes"] = [
         {
@@ -176,7 +176,7 @@ def throughput_figure(series: Sequence[Series], title: str) -> Figure:
         series,
         title,
         "decode throughput (tokens/s)",
-        "%{y:.1f} t/s (n=%{customdata[0]})<extra>%{fullData.name}</extra>",
+        "%{y:.1f} t/s (%{customdata[0]} machines)<extra>%{fullData.name}</extra>",
     )
 
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_safe
 
 from benchhub.results.models import Submission
 from benchhub.web import charts
-from benchhub.web.leaderboard import chip_label, format_pair, speedup_series
+from benchhub.web.leaderboard import chip_label, format_pair, interval_note, speedup_series
 from benchhub.web.pages import Chart, Page, submission_series
 from benchhub.web.views import (
     CampaignChoice,
@@ -46,24 +46,26 @@ def _chip_comparison(
     cells = [c for c in both if (c.chip, c.gpu_cores) in (left, right)]
     chart_list = []
     lines = []
-    for index, quant in enumerate(sorted({c.quant for c in cells})):
-        series = speedup_series(cells, [], quant, variant)
+    models = sorted({(c.model, c.quant, c.model_sha256) for c in cells})
+    for index, (model, quant, sha256) in enumerate(models):
+        same_model = [c for c in cells if c.model_sha256 == sha256]
+        series = speedup_series(same_model, [], quant, variant)
         chart_list.append(
             Chart(
                 f"compare-{index}",
-                f"{quant}: speedup of {variant} on both chips",
-                charts.speedup_figure(series, f"{quant}: {variant} over {campaign.baseline}"),
+                f"{model} ({quant}): speedup of {variant} on both chips",
+                charts.speedup_figure(series, f"{model} ({quant}): {variant} over {campaign.baseline}"),
             )
         )
         by_side: dict[tuple[int, tuple[str, int | None]], str] = {}
-        for c in cells:
-            if c.quant == quant:
-                text = format_pair(c.baseline_tg_tps, c.tg_tps, c.speedup) if c.n_submissions else "excluded"
-                by_side[(c.batch_size, (c.chip, c.gpu_cores))] = f"{text} n={c.n_submissions}"
+        for c in same_model:
+            text = format_pair(c.baseline_tg_tps, c.tg_tps, c.speedup) if c.n_machines else "excluded"
+            note = interval_note(c.interval, c.ci_low, c.ci_high, c.n_machines)
+            by_side[(c.batch_size, (c.chip, c.gpu_cores))] = f"{text}, {note}"
         for batch_size in sorted({bs for bs, _ in by_side}):
             lines.append(
                 CompareLine(
-                    f"{quant} BS{batch_size}",
+                    f"{model} ({quant}) BS{batch_size}",
                     by_side.get((batch_size, left), "–"),
                     by_side.get((batch_size, right), "–"),
                 )

@@ -25,18 +25,22 @@ class CellRow(NamedTuple):
 
     chip: str
     gpu_cores: int | None
+    model: str
+    model_sha256: str
     quant: str
     variant: str
     batch_size: int
     baseline_tg_tps: float | None
     tg_tps: float | None
     speedup: float | None
+    interval: str | None
     ci_low: float | None
     ci_high: float | None
+    verdict: str
+    n_machines: int
     n_submissions: int
     n_contributors: int
-    n_excluded_correctness: int
-    n_excluded_degenerate: int
+    excluded: dict[str, int]
 
 
 class ReferenceLike(Protocol):
@@ -88,25 +92,45 @@ class CellView:
     state: str  # "measured", "excluded" or "empty"
 
 
-def _exclusion_note(cell: CellRow) -> tuple[str, ...]:
-    notes = []
-    if cell.n_excluded_correctness:
-        notes.append(f"{cell.n_excluded_correctness} excluded: correctness failed")
-    if cell.n_excluded_degenerate:
-        notes.append(f"{cell.n_excluded_degenerate} excluded: degenerate output")
-    return tuple(notes)
+EXCLUSION_LABELS = {
+    "hidden": "hidden or held for a moderator",
+    "correctness_failed": "correctness failed",
+    "correctness_not_run": "correctness not run",
+    "degenerate_output": "degenerate output",
+    "run_state": "on battery, low power or throttled",
+}
+
+
+def exclusion_notes(excluded: dict[str, int]) -> tuple[str, ...]:
+    return tuple(
+        f"{count} excluded: {EXCLUSION_LABELS.get(reason, reason)}" for reason, count in excluded.items() if count
+    )
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def interval_note(interval: str | None, low: float | None, high: float | None, n_machines: int) -> str:
+    """What the interval is, in words: a page never writes "95%" beside a range."""
+    if interval == "95%" and low is not None and high is not None:
+        return f"95% CI {format_change(low)} to {format_change(high)}, {_plural(n_machines, 'machine')}"
+    if interval == "range" and low is not None and high is not None:
+        return f"range of {_plural(n_machines, 'machine')}: {format_change(low)} to {format_change(high)}"
+    return _plural(n_machines, "machine")
 
 
 def cell_view(cell: CellRow | None, batch_size: int) -> CellView:
     if cell is None:
         return CellView(batch_size, "", (), "empty")
-    excluded = _exclusion_note(cell)
-    if cell.n_submissions == 0:
+    excluded = exclusion_notes(cell.excluded)
+    if cell.n_machines == 0:
         return CellView(batch_size, "excluded", excluded, "excluded")
-    people = f"{cell.n_contributors} contributor{'s' if cell.n_contributors != 1 else ''}"
-    details = [f"n={cell.n_submissions}, {people}"]
-    if cell.ci_low is not None and cell.ci_high is not None:
-        details.append(f"95% CI {format_change(cell.ci_low)} to {format_change(cell.ci_high)}")
+    details = [
+        interval_note(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines),
+        f"{_plural(cell.n_submissions, 'submission')}, {_plural(cell.n_contributors, 'contributor')}",
+        cell.verdict,
+    ]
     text = format_pair(cell.baseline_tg_tps, cell.tg_tps, cell.speedup)
     return CellView(batch_size, text, (*details, *excluded), "measured")
 
@@ -132,6 +156,7 @@ class ChipQuantGroup:
     chip: str
     gpu_cores: int | None
     quant: str
+    model: str
     batch_sizes: list[int] = field(default_factory=list)
     rows: list[VariantRow] = field(default_factory=list)
     references: list[ReferenceTable] = field(default_factory=list)
@@ -166,7 +191,7 @@ def _baseline_by_batch(cells: Sequence[CellRow], baseline: str) -> dict[int, flo
         if cell.variant == baseline and cell.tg_tps is not None:
             values[cell.batch_size] = cell.tg_tps
     for cell in cells:
-        if cell.batch_size not in values and cell.baseline_tg_tps is not None and cell.n_submissions:
+        if cell.batch_size not in values and cell.baseline_tg_tps is not None and cell.n_machines:
             values[cell.batch_size] = cell.baseline_tg_tps
     return values
 
@@ -188,7 +213,7 @@ def _group_rows(cells: Sequence[CellRow], baseline: str, declared: Sequence[str]
             by_variant[cell.variant][cell.batch_size] = cell
     for variant in _variant_order(by_variant, declared):
         found = by_variant[variant]
-        tps = {bs: cell.tg_tps for bs, cell in found.items() if cell.n_submissions}
+        tps = {bs: cell.tg_tps for bs, cell in found.items() if cell.n_machines}
         rows.append(
             VariantRow(
                 variant=variant,
@@ -217,42 +242,46 @@ def _reference_tables(refs: Sequence[ReferenceLike], batch_sizes: Sequence[int])
     return tables
 
 
-def _group_key(chip: str, gpu_cores: int | None, quant: str) -> tuple[str, int, str]:
-    return (chip, gpu_cores or 0, quant)
-
-
 def build_board(
     cells: Iterable[CellRow], references: Iterable[ReferenceLike], baseline: str, declared: Sequence[str]
 ) -> list[ChipQuantGroup]:
-    """One group per (chip, GPU cores, quant) holding crowd rows; published rows of the same chip
-    and quant sit in the group as separate reference tables, and chips known only from published
-    rows get a group of their own with no crowd rows."""
+    """One group per (chip, GPU cores, model file) holding crowd rows; published rows of the same
+    chip and quant sit in the group as separate reference tables, and chips known only from
+    published rows get a group of their own with no crowd rows."""
     crowd: dict[tuple[str, int, str], list[CellRow]] = defaultdict(list)
     for cell in cells:
-        crowd[_group_key(cell.chip, cell.gpu_cores, cell.quant)].append(cell)
+        crowd[(cell.chip, cell.gpu_cores or 0, cell.model_sha256)].append(cell)
     refs_by_chip_quant: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)
     for ref in references:
         refs_by_chip_quant[(ref.chip, ref.quant)].append(ref)
 
-    groups: dict[tuple[str, int, str], ChipQuantGroup] = {}
-    for key, group_cells in crowd.items():
-        chip, cores, quant = key
+    groups: list[ChipQuantGroup] = []
+    covered = set()
+    for (chip, cores, _), group_cells in crowd.items():
+        quant, model = group_cells[0].quant, group_cells[0].model
         refs = [r for r in refs_by_chip_quant.get((chip, quant), []) if r.gpu_cores in (None, cores or None)]
+        covered.add((chip, quant))
         batch_sizes = sorted({c.batch_size for c in group_cells} | {r.batch_size for r in refs})
-        groups[key] = ChipQuantGroup(
-            chip, cores or None, quant, batch_sizes, _group_rows(group_cells, baseline, declared)
+        group = ChipQuantGroup(
+            chip, cores or None, quant, model, batch_sizes, _group_rows(group_cells, baseline, declared)
         )
-        groups[key].references = _reference_tables(refs, batch_sizes)
-    covered = {(chip, quant) for chip, _, quant in crowd}
+        group.references = _reference_tables(refs, batch_sizes)
+        groups.append(group)
     for (chip, quant), refs in refs_by_chip_quant.items():
-        if (chip, quant) in covered:
-            continue
-        batch_sizes = sorted({r.batch_size for r in refs})
-        key = _group_key(chip, refs[0].gpu_cores, quant)
-        groups[key] = ChipQuantGroup(
-            chip, refs[0].gpu_cores, quant, batch_sizes, [], _reference_tables(refs, batch_sizes)
-        )
-    return [groups[key] for key in sorted(groups, key=lambda key: (key[2], *_sort_key(key)))]
+        if (chip, quant) not in covered:
+            batch_sizes = sorted({r.batch_size for r in refs})
+            groups.append(
+                ChipQuantGroup(
+                    chip,
+                    refs[0].gpu_cores,
+                    quant,
+                    refs[0].model_label,
+                    batch_sizes,
+                    [],
+                    _reference_tables(refs, batch_sizes),
+                )
+            )
+    return sorted(groups, key=lambda g: (g.quant, *_sort_key((g.chip, g.gpu_cores or 0, g.model))))
 
 
 _GENERATION = re.compile(r"\bM(\d+)\b(?:\s+(Pro|Max|Ultra))?")
@@ -303,8 +332,9 @@ def speedup_series(
     """One line per chip (crowd medians with their interval) plus dotted published lines."""
     by_chip: dict[tuple[str, int], list[Point]] = defaultdict(list)
     for cell in cells:
-        if cell.quant == quant and cell.variant == variant and cell.n_submissions and cell.speedup is not None:
-            point = Point(cell.batch_size, cell.speedup, cell.ci_low, cell.ci_high, cell.n_submissions)
+        if cell.quant == quant and cell.variant == variant and cell.n_machines and cell.speedup is not None:
+            low, high = (cell.ci_low, cell.ci_high) if cell.interval == "95%" else (None, None)
+            point = Point(cell.batch_size, cell.speedup, low, high, cell.n_machines)
             by_chip[(cell.chip, cell.gpu_cores or 0)].append(point)
     series = [
         Series(chip_label(chip, cores or None), tuple(points))
@@ -323,12 +353,12 @@ def throughput_series(cells: Iterable[CellRow], quant: str, baseline: str) -> li
     by_variant: dict[str, list[Point]] = defaultdict(list)
     baseline_points: dict[int, Point] = {}
     for cell in cells:
-        if cell.quant != quant or not cell.n_submissions or cell.tg_tps is None:
+        if cell.quant != quant or not cell.n_machines or cell.tg_tps is None:
             continue
         if cell.variant == baseline:
-            baseline_points[cell.batch_size] = Point(cell.batch_size, cell.tg_tps, n_submissions=cell.n_submissions)
+            baseline_points[cell.batch_size] = Point(cell.batch_size, cell.tg_tps, n_machines=cell.n_machines)
             continue
-        by_variant[cell.variant].append(Point(cell.batch_size, cell.tg_tps, n_submissions=cell.n_submissions))
+        by_variant[cell.variant].append(Point(cell.batch_size, cell.tg_tps, n_machines=cell.n_machines))
         if cell.baseline_tg_tps is not None and cell.batch_size not in baseline_points:
             baseline_points[cell.batch_size] = Point(cell.batch_size, cell.baseline_tg_tps)
     series = [Series(baseline, tuple(baseline_points.values()))] if baseline_points else []

@@ -10,12 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from benchhub_agent.envelope import b64encode
-from benchhub_agent.sweep import sweep_differences
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 
-from benchhub.results import flags
+from benchhub.results import flags, storage
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts
 from benchhub.web.charts import Point, Series
@@ -81,13 +80,13 @@ class SweepLine:
     batch_size: int
     reps: list[str]
     median: str
-    spread: str
+    rounds: str
     change: str
     excluded: str
 
 
 def sweep_lines(runs: list[SweepRun], measurements: list[Measurement]) -> tuple[list[int], list[SweepLine]]:
-    """Every rep's decode t/s in execution order, beside the median and spread the cells used."""
+    """Every rep's decode t/s in execution order, beside the medians over the rounds the cells used."""
     reps: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
     for run in runs:
         for row in run.rows.all():
@@ -102,7 +101,7 @@ def sweep_lines(runs: list[SweepRun], measurements: list[Measurement]) -> tuple[
                 batch_size=m.batch_size,
                 reps=values + [""] * (rep_count - len(values)),
                 median=format_tps(m.tg_tps),
-                spread=f"{100 * m.spread:.1f}%",
+                rounds=str(m.n_rounds),
                 change=format_change(m.speedup),
                 excluded=m.excluded_reason.replace("_", " "),
             )
@@ -113,7 +112,8 @@ def sweep_lines(runs: list[SweepRun], measurements: list[Measurement]) -> tuple[
 def submission_series(measurements: list[Measurement], prefix: str = "") -> list[Series]:
     by_variant: dict[str, list[Point]] = defaultdict(list)
     for m in measurements:
-        by_variant[m.variant_name].append(Point(m.batch_size, m.tg_tps, n_submissions=1))
+        if m.tg_tps is not None:
+            by_variant[m.variant_name].append(Point(m.batch_size, m.tg_tps, n_machines=1))
     return [Series(f"{prefix}{name}", tuple(points)) for name, points in by_variant.items()]
 
 
@@ -198,8 +198,15 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
         "verify_command": verify_command(request, submission),
         "quant_mix": quant_mix_rows(model.tensor_bytes_by_type),
         "sweep_differences": (
-            sweep_differences(submission.sweep_settings, submission.campaign.definition["sweep"])
+            flags.nonstandard_reasons(
+                storage.stored_payload(bytes(submission.raw.body)), submission.campaign.definition
+            )
             if flags.NONSTANDARD_SWEEP in submission.flags
+            else []
+        ),
+        "implausible": (
+            flags.implausible(storage.stored_payload(bytes(submission.raw.body)))
+            if flags.QUARANTINED in submission.flags
             else []
         ),
     }

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -51,11 +52,42 @@ class CampaignChoice:
 
 @dataclass(frozen=True)
 class QuantSection:
-    """The home page reads quant by quant: a chart across chips, then each chip's table."""
+    """The home page shows one model file: a chart across chips, then each chip's table."""
 
     quant: str
+    model: str
     chart: Chart
     groups: list[ChipQuantGroup]
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    sha256: str
+    label: str
+    quant: str
+    n_machines: int
+
+
+def model_choices(campaign: CampaignChoice) -> list[ModelChoice]:
+    """The campaign's model files, the one measured on the most machines first (the default)."""
+    if not campaign.live:
+        return []
+    found = (
+        LeaderboardCell.objects.filter(campaign__slug=campaign.slug)
+        .values("model_sha256", "model", "quant")
+        .annotate(most=Max("n_machines"))
+        .order_by("-most", "model", "model_sha256")
+    )
+    choices: dict[str, ModelChoice] = {}
+    for row in found:
+        choices.setdefault(
+            row["model_sha256"], ModelChoice(row["model_sha256"], row["model"], row["quant"], row["most"])
+        )
+    return list(choices.values())
+
+
+def pick_model(choices: list[ModelChoice], sha256: str | None) -> ModelChoice | None:
+    return next((choice for choice in choices if choice.sha256 == sha256), choices[0] if choices else None)
 
 
 def campaign_choices() -> list[CampaignChoice]:
@@ -122,13 +154,19 @@ class RenderedBoard:
     has_charts: bool
 
 
-def _home_board(campaign: CampaignChoice, variant: str, published: PublishedRows) -> RenderedBoard:
-    cells = _cells(campaign)
+def _home_board(
+    campaign: CampaignChoice, variant: str, model: ModelChoice | None, published: PublishedRows
+) -> RenderedBoard:
+    cells = _cells(campaign, model_sha256=model.sha256) if model else []
     references = _references(published)
+    if model is not None:  # published rows of other quants belong to other models
+        references = [ref for ref in references if ref.quant == model.quant]
     board = build_board(cells, references, campaign.baseline, campaign.variants)
+    quants = sorted({group.quant for group in board})
     sections = [
         QuantSection(
             quant,
+            model.label if model and model.quant == quant else "published rows",
             Chart(
                 f"speedup-{index}",
                 f"{quant}: speedup of {variant} over {campaign.baseline} by batch size, one line per chip",
@@ -139,15 +177,16 @@ def _home_board(campaign: CampaignChoice, variant: str, published: PublishedRows
             ),
             [group for group in board if group.quant == quant],
         )
-        for index, quant in enumerate(sorted({group.quant for group in board}))
+        for index, quant in enumerate(quants)
     ]
-    coverage_rows, other_chips = coverage(c.chip for c in cells if c.n_submissions)
+    every_cell = _cells(campaign)
+    coverage_rows, other_chips = coverage(c.chip for c in every_cell if c.n_machines)
     context = {
         "campaign": campaign,
         "sections": sections,
         "coverage": coverage_rows,
         "other_chips": other_chips,
-        "has_crowd_rows": any(c.n_submissions for c in cells),
+        "has_crowd_rows": any(c.n_machines for c in every_cell),
     }
     return RenderedBoard(render_to_string("web/_home_board.html", context), bool(sections))
 
@@ -159,16 +198,23 @@ def home(request: HttpRequest) -> HttpResponse:
         return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
     campaign = pick_campaign(choices, request.GET.get("campaign"))
     variant = compared_variant(campaign, request.GET.get("variant"))
+    models = model_choices(campaign)
+    model = pick_model(models, request.GET.get("model"))
     cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
-        "home", (campaign, variant, published), cells, lambda: _home_board(campaign, variant, published)
+        "home",
+        (campaign, variant, model.sha256 if model else None, published),  # its machine count moves with the cells
+        cells,
+        lambda: _home_board(campaign, variant, model, published),
     )
     context = {
         "page": Page("Leaderboard"),
         "campaigns": choices,
         "campaign": campaign,
         "variant": variant,
+        "models": models,
+        "model": model,
         "board": board.html,
         "charts": board.has_charts,  # base.html loads plotly.js only for pages with charts
     }
@@ -203,15 +249,15 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
         board = build_board(cells, references, campaign.baseline, campaign.variants)
         chart_list = [
             Chart(
-                f"tps-{campaign.slug}-{group.quant}".lower(),
-                f"{group.quant}: decode throughput per variant",
+                f"tps-{campaign.slug}-{index}",
+                f"{group.model} ({group.quant}): decode throughput per variant",
                 charts.throughput_figure(
-                    throughput_series(cells, group.quant, campaign.baseline)
+                    throughput_series([c for c in cells if c.model == group.model], group.quant, campaign.baseline)
                     + reference_throughput_series(references, group.quant),
-                    f"{group.quant}: decode t/s by batch size",
+                    f"{group.model} ({group.quant}): decode t/s by batch size",
                 ),
             )
-            for group in board
+            for index, group in enumerate(board)
             if group.rows
         ]
         sections.append(ChipSection(campaign, board, chart_list))

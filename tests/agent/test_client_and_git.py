@@ -45,3 +45,52 @@ def test_it_retries_with_growing_delays_then_gives_up_with_the_reason() -> None:
         client.post_envelope("http://127.0.0.1:9", "/api/v1/submissions/", b"{}", attempts=3, sleep=waits.append)
     assert waits == [1.0, 2.0]
     assert caught.value.code == ExitCode.UPLOAD and "after 3 attempts" in caught.value.message
+
+
+def test_git_never_reads_a_repo_or_commit_as_an_option_even_unchecked(tmp_path: Path) -> None:
+    """The manifest's rules refuse these first; `--` before git's positional arguments is the second wall."""
+    fetched, listed = tmp_path / "pwned-by-fetch", tmp_path / "pwned-by-ls-remote"
+    with pytest.raises(AgentError):
+        source.from_git("/", f"--upload-pack=touch {fetched};:", home())
+    with pytest.raises(AgentError):
+        source.resolve_ref(f"--upload-pack=touch {listed};:", "refs/pull/1/head")
+    assert not fetched.exists() and not listed.exists()
+
+
+def test_it_stops_reading_an_answer_at_its_cap(tmp_path: Path) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Endless(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(10 * 1024 * 1024))  # honest header, too large
+            self.end_headers()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        with pytest.raises(AgentError) as caught:
+            client.get_json(url, "/api/v1/campaigns/x/")
+        assert caught.value.code == ExitCode.MANIFEST and "more than 1048576 bytes" in caught.value.message
+        with pytest.raises(AgentError) as too_big:
+            client.download(f"{url}/p.patch")
+        assert too_big.value.code == ExitCode.MANIFEST and "larger than the 4 MB" in too_big.value.message
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_it_talks_plain_http_only_to_this_machine() -> None:
+    for local in ("http://127.0.0.1:8000", "http://127.9.9.9", "http://[::1]:8000", "http://localhost:8000"):
+        assert client.url_problem(local) is None
+    assert client.url_problem("https://benchhub.example") is None
+    assert "plain http" in (client.url_problem("http://benchhub.example") or "")
+    assert "plain http" in (client.url_problem("http://10.0.0.1") or "")
+    assert client.url_problem("https://user:pw@benchhub.example") == "carries a user name or password"
+    assert client.url_problem("file:///etc/passwd") == "is not an http(s) URL"
+    assert client.url_problem("https://bench hub.example") == "holds spaces or control characters"

@@ -32,10 +32,17 @@ def test_it_reads_the_power_source(recorded: Recorded) -> None:
     assert machine.parse_power_source(None) == "unknown"
 
 
-def test_it_sees_thermal_pressure_only_when_macos_limits_the_cpu(recorded: Recorded) -> None:
-    assert machine.parse_thermal(recorded("macos/pmset-therm.nominal.txt")) == "nominal"
+def test_it_never_reads_nominal_from_pmset_which_apple_silicon_leaves_silent(recorded: Recorded) -> None:
+    assert machine.parse_thermal(recorded("macos/pmset-therm.nominal.txt")) == "unknown"
     assert machine.parse_thermal(recorded("macos/pmset-therm.throttled.txt")) == "pressure"
     assert machine.parse_thermal(None) == "unknown"
+
+
+def test_it_reads_nominal_only_from_a_thermal_state_that_says_nominal() -> None:
+    assert machine.parse_thermal_state("0\n") == "nominal"
+    assert [machine.parse_thermal_state(f"{state}\n") for state in (1, 2, 3)] == ["pressure"] * 3
+    assert machine.parse_thermal_state(None) == "unknown"
+    assert machine.parse_thermal_state("execution error: Error: ReferenceError\n") == "unknown"
 
 
 def test_it_reads_low_power_mode() -> None:
@@ -64,7 +71,7 @@ def test_it_assembles_valid_facts_of_a_mac_from_recorded_outputs(recorded: Recor
     assert (facts["gpu_name"], facts["gpu_cores"]) == ("Apple M2 Max", 30)
     assert (facts["os_version"], facts["os_build"]) == ("26.5", "25F71")
     assert facts["memory_bytes"] == 16 * 2**30
-    assert (facts["power_source"], facts["low_power_mode"], facts["thermal"]) == ("battery", True, "nominal")
+    assert (facts["power_source"], facts["low_power_mode"], facts["thermal"]) == ("battery", True, "unknown")
 
 
 def test_it_reads_this_linux_machine_for_real() -> None:

@@ -128,6 +128,8 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
             "16",
             "--handle",
             "e2e-two-commits",
+            "--trust-campaign",  # not bundled: its code is listed, then built because we say so
+            "two-commits-e2e",
             "--yes",
             "--json",
         )

@@ -1,5 +1,6 @@
-"""PROTOCOL.md section 5: paired ratios inside a submission, medians across submissions, the
-exclusion rules, and the cells the Celery task, the sweeper and rebuild_cells produce."""
+"""PROTOCOL.md section 5.1: round-paired ratios inside a submission, the machine as the unit across
+submissions, intervals that say what they are, the exclusion rules, the server's own flags, and the
+cells the Celery task, the sweeper and rebuild_cells produce."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import Any
 
 import pytest
 from benchhub_agent import envelope
+from django.contrib.auth.models import AnonymousUser
 from django.core.management import call_command
 from django.utils import timezone
 
-from benchhub.accounts.models import ModerationEvent
 from benchhub.results import cells, moderation, tasks
 from benchhub.results.models import LeaderboardCell, Measurement, Submission
 from tests.conftest import Api, build_payload, persona
@@ -38,91 +39,146 @@ def bob(api: Api, campaign: Any) -> envelope.Signer:
     return persona("bob")
 
 
-def test_it_pairs_the_median_over_reps_with_the_baselines_median(api: Api, ada: envelope.Signer) -> None:
-    submission = submit_and_refresh(api, ada, tg={"upstream": {4: [140, 150, 148]}, "01": {4: [200, 212, 210]}})
+def machine(n: int) -> dict[str, Any]:
+    """The n-th machine of one contributor: same chip, another memory size."""
+    return {"memory_bytes": (16 + n) * 2**30}
+
+
+def ratio_run(baseline: float, ratio: float) -> dict[str, dict[int, list[float]]]:
+    return {"upstream": {4: [baseline, baseline]}, "01": {4: [baseline * ratio, baseline * ratio]}}
+
+
+def test_it_pairs_rounds_and_takes_the_median_of_their_ratios(api: Api, ada: envelope.Signer) -> None:
+    # Rounds 1-3 ratios 1.5, 1.0, 2.0: the median of ratios is 1.5; the ratio of medians would be 200/100 = 2.0.
+    tg = {"upstream": {4: [100, 200, 50]}, "01": {4: [150, 200, 100]}}
+    submission = submit_and_refresh(api, ada, tg=tg)
     measurement = Measurement.objects.get(submission=submission, variant_name="01", batch_size=4)
-    assert (measurement.tg_tps, measurement.baseline_tg_tps, measurement.n_reps) == (210, 148, 3)
-    assert measurement.speedup == pytest.approx(210 / 148)
-    assert measurement.spread == pytest.approx(12 / 210)
-    baseline = Measurement.objects.get(submission=submission, variant_name="upstream", batch_size=4)
-    assert baseline.speedup == 1.0
+    assert (measurement.n_rounds, measurement.speedup, measurement.tg_tps, measurement.baseline_tg_tps) == (
+        3,
+        1.5,
+        150,
+        100,
+    )
+    result = cell("01", 4)
+    assert (result.speedup, result.baseline_tg_tps, result.tg_tps) == (1.5, 100, 150)
 
 
-def test_it_takes_medians_across_submissions_and_counts_contributors(
+def test_it_counts_machines_not_submissions(api: Api, ada: envelope.Signer, bob: envelope.Signer) -> None:
+    for index in range(5):  # one machine sends five results
+        submit_and_refresh(api, ada, tg=ratio_run(100 + index, 2.0), machine=machine(0))
+    submit_and_refresh(api, bob, tg=ratio_run(100, 1.1), machine=machine(1))
+    submit_and_refresh(api, bob, tg=ratio_run(100, 1.2), machine=machine(2))
+    result = cell("01", 4)
+    assert (result.n_machines, result.n_submissions, result.n_contributors) == (3, 7, 2)
+    assert result.speedup == pytest.approx(1.2)
+    assert (result.interval, result.ci_low, result.ci_high) == ("range", pytest.approx(1.1), pytest.approx(2.0))
+    assert result.verdict == "too few machines"
+    assert result.tg_tps == pytest.approx(result.baseline_tg_tps * result.speedup)
+
+
+def test_it_gives_a_95_percent_interval_and_a_verdict_from_six_machines(api: Api, ada: envelope.Signer) -> None:
+    for index, ratio in enumerate((1.2, 1.3, 1.4, 1.5, 1.6)):
+        submit_and_refresh(api, ada, tg=ratio_run(100, ratio), machine=machine(index))
+    assert (cell("01", 4).interval, cell("01", 4).verdict) == ("range", "too few machines")
+    submit_and_refresh(api, ada, tg=ratio_run(100, 1.7), machine=machine(5))
+    result = cell("01", 4)
+    assert (result.interval, result.ci_low, result.ci_high) == ("95%", pytest.approx(1.2), pytest.approx(1.7))
+    assert result.verdict == "faster"
+
+
+def test_it_gives_one_machine_no_interval(api: Api, ada: envelope.Signer) -> None:
+    submit_and_refresh(api, ada, tg=ratio_run(100, 1.5))
+    result = cell("01", 4)
+    assert (result.n_machines, result.interval, result.ci_low, result.ci_high) == (1, None, None, None)
+
+
+def test_it_keeps_chips_core_counts_and_model_files_in_separate_cells(api: Api, ada: envelope.Signer) -> None:
+    submit_and_refresh(api, ada)
+    submit_and_refresh(api, ada, tg=ratio_run(90, 1.1), machine={"chip": "Apple M1"})
+    submit_and_refresh(api, ada, tg=ratio_run(91, 1.1), machine={"gpu_cores": 16})
+    submit_and_refresh(api, ada, tg=ratio_run(92, 1.1), model={"sha256": "e" * 64})
+    keys = set(
+        LeaderboardCell.objects.filter(variant="01", batch_size=4).values_list("chip", "gpu_cores", "model_sha256")
+    )
+    assert len(keys) == 4
+
+
+def test_it_leaves_out_and_counts_each_exclusion_by_its_reason(
     api: Api, ada: envelope.Signer, bob: envelope.Signer
 ) -> None:
-    submit_and_refresh(api, ada, tg={"upstream": {8: [100, 100]}, "01": {8: [150, 150]}})
-    submit_and_refresh(api, ada, tg={"upstream": {8: [120, 120]}, "01": {8: [156, 156]}})
-    submit_and_refresh(api, bob, tg={"upstream": {8: [90, 90]}, "01": {8: [162, 162]}})
-    result = cell("01", 8)
-    assert result.speedup == pytest.approx(1.5), "median of 1.5, 1.3 and 1.8"
-    assert (result.tg_tps, result.baseline_tg_tps) == (156, 100)
-    assert (result.ci_low, result.ci_high) == (pytest.approx(1.3), pytest.approx(1.8))
-    assert (result.n_submissions, result.n_contributors) == (3, 2)
-
-
-def test_it_keeps_chips_core_counts_and_quants_in_separate_cells(api: Api, ada: envelope.Signer) -> None:
-    submit_and_refresh(api, ada)
-    submit_and_refresh(api, ada, machine={"gpu_cores": 16})
-    submit_and_refresh(api, ada, model={"file_type": "IQ3_XXS", "sha256": "e" * 64})
-    submit_and_refresh(api, ada, machine={"chip": "Intel Xeon", "gpu_cores": None, "backend": "cpu"})
-    keys = set(LeaderboardCell.objects.filter(variant="01", batch_size=4).values_list("chip", "gpu_cores", "quant"))
-    assert keys == {
-        ("Apple M5 Pro", 20, "IQ2_XXS"),
-        ("Apple M5 Pro", 16, "IQ2_XXS"),
-        ("Apple M5 Pro", 20, "IQ3_XXS"),
-        ("Intel Xeon", None, "IQ2_XXS"),
+    submit_and_refresh(api, ada, tg=ratio_run(100, 1.5), machine=machine(0))
+    submit_and_refresh(api, ada, tg=ratio_run(101, 1.5), machine=machine(1), correctness={"01": "fail"})
+    submit_and_refresh(api, ada, tg=ratio_run(102, 1.5), machine=machine(2), correctness={"01": "not_run"})
+    submit_and_refresh(api, ada, tg=ratio_run(103, 1.5), machine=machine(3), degenerate={"01": True})
+    submit_and_refresh(api, bob, tg=ratio_run(104, 1.5), machine={"power_source": "battery"})
+    submit_and_refresh(api, bob, tg=ratio_run(105, 1.5), machine={"thermal": "pressure", "memory_bytes": 2**35})
+    hidden = submit_and_refresh(api, bob, tg=ratio_run(106, 9.0), machine=machine(7))
+    moderation.set_hidden([hidden], True, AnonymousUser(), "spam")
+    cells.refresh_submission_cells(str(hidden.pk))
+    result = cell("01", 4)
+    assert (result.n_machines, result.n_submissions, result.speedup) == (1, 1, 1.5)
+    assert result.excluded == {
+        "hidden": 1,
+        "correctness_failed": 1,
+        "correctness_not_run": 1,
+        "degenerate_output": 1,
+        "run_state": 2,
     }
 
 
-def test_it_excludes_a_variant_whose_correctness_failed(api: Api, ada: envelope.Signer) -> None:
-    submit_and_refresh(api, ada)
-    submit_and_refresh(api, ada, correctness={"01": "fail"}, tg={"upstream": {4: [100, 100]}, "01": {4: [300, 300]}})
-    result = cell("01", 4)
-    assert (result.n_submissions, result.n_excluded_correctness) == (1, 1)
-    assert result.speedup == pytest.approx(210 / 148)
+def test_it_does_not_count_a_sweep_of_fewer_than_two_rounds(api: Api, ada: envelope.Signer) -> None:
+    submission = submit_and_refresh(api, ada, tg={"upstream": {4: [100]}, "01": {4: [150]}})
+    assert "nonstandard_sweep" in submission.flags
+    result = cell("01", 4) if LeaderboardCell.objects.exists() else None
+    assert result is None, "a nonstandard submission makes no cell, not even an excluded row"
 
 
-def test_it_does_not_exclude_a_correctness_check_that_did_not_run(api: Api, ada: envelope.Signer) -> None:
-    submission = submit_and_refresh(api, ada, correctness={"01": "not_run"})
-    measurement = Measurement.objects.get(submission=submission, variant_name="01", batch_size=4)
-    assert (measurement.correctness_status, measurement.excluded_reason) == ("not_run", "")
+def test_it_does_not_count_a_variant_run_without_its_campaigns_environment(api: Api, ada: envelope.Signer) -> None:
+    payload = build_payload(tg={"upstream": {4: [100, 100]}, "01+02": {4: [150, 150]}})
+    payload["variants"][1]["env"] = {}  # without the campaign's four GGML_METAL_MV_*_VEC switches
+    response = api.submit(payload, ada)
+    assert response.status_code == 201, response.json()
+    assert "nonstandard_sweep" in Submission.objects.get(pk=response.json()["id"]).flags
 
 
-def test_it_excludes_degenerate_output_only_where_the_baseline_was_not_degenerate(
-    api: Api, ada: envelope.Signer
+def test_it_refuses_the_same_sweep_rows_sent_again_under_a_fresh_nonce(api: Api, ada: envelope.Signer) -> None:
+    first = api.submit(build_payload(), ada).json()["id"]
+    again = api.submit(build_payload(), ada)
+    assert again.status_code == 409
+    assert again.json()["error"] == "duplicate_measurement"
+    assert first in again.json()["detail"]
+
+
+def test_it_quarantines_numbers_no_honest_run_gives_until_a_moderator_releases_them(
+    api: Api, ada: envelope.Signer, client: Any
 ) -> None:
-    submit_and_refresh(api, ada, degenerate={"01": True})
-    assert cell("01", 4).n_excluded_degenerate == 1
-    assert cell("01", 4).n_submissions == 0
-    submit_and_refresh(api, ada, degenerate={"01": True, "upstream": True})
-    assert (cell("01", 4).n_submissions, cell("01", 4).n_excluded_degenerate) == (1, 1)
+    submission = submit_and_refresh(api, ada, tg=ratio_run(100, 100.0))
+    assert "quarantined" in submission.flags and submission.state == "hidden"
+    assert cell("01", 4).excluded["hidden"] == 1 and cell("01", 4).n_machines == 0
+    page = client.get(f"/submissions/{submission.pk}/").content.decode()
+    assert "quarantined" in page and "100x its baseline" in page
+    moderation.set_released([submission], True, AnonymousUser(), "checked with the contributor")
+    cells.refresh_submission_cells(str(submission.pk))
+    assert cell("01", 4).n_machines == 1
 
 
-def test_it_takes_a_hidden_submission_out_of_the_cells_and_audits_it(
-    api: Api, ada: envelope.Signer, bob: envelope.Signer, admin_user: Any
+def test_it_flags_a_claim_that_conflicts_with_another_about_the_same_file(
+    api: Api, ada: envelope.Signer, bob: envelope.Signer
 ) -> None:
-    submit_and_refresh(api, ada, tg={"upstream": {4: [100, 100]}, "01": {4: [150, 150]}})
-    outlier = submit_and_refresh(api, bob, tg={"upstream": {4: [100, 100]}, "01": {4: [900, 900]}})
-    assert cell("01", 4).n_submissions == 2
-    assert moderation.set_hidden(Submission.objects.filter(pk=outlier.pk), True, admin_user, "implausible") == 1
-    cells.refresh_submission_cells(str(outlier.pk))
+    first = submit_and_refresh(api, ada, tg=ratio_run(100, 1.5))
+    second = submit_and_refresh(api, bob, tg=ratio_run(100, 1.6), model={"file_type": "Q8_0"})
+    assert "model_conflict" not in first.flags
+    assert "model_conflict" in second.flags
+    assert (first.model_file.file_type, second.model_file.file_type) == ("IQ2_XXS", "Q8_0")
     result = cell("01", 4)
-    assert (result.n_submissions, result.speedup) == (1, 1.5)
-    event = ModerationEvent.objects.get()
-    assert (event.actor_name, event.action, event.target, event.reason) == (
-        "admin",
-        "hide_submission",
-        str(outlier.pk),
-        "implausible",
-    )
+    assert (result.n_machines, result.excluded["hidden"], result.quant) == (1, 1, "IQ2_XXS")
 
 
 def test_it_refreshes_idempotently(api: Api, ada: envelope.Signer) -> None:
     submission = submit_and_refresh(api, ada)
-    before = list(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions"))
+    before = sorted(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions"))
     assert tasks.refresh_cells_for_submission(str(submission.pk)) == 4
-    after = list(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions"))
+    after = sorted(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions"))
     assert before == after
 
 
@@ -133,7 +189,7 @@ def test_it_requeues_the_groups_of_submissions_whose_cells_were_never_refreshed(
     queued: list[tuple[object, ...]] = []
     monkeypatch.setattr(tasks.refresh_group_cells, "delay", lambda *args: queued.append(args))
     fresh = api.submit(build_payload(), ada).json()["id"]
-    stale = api.submit(build_payload(machine={"chip": "Apple M4 Max"}), ada).json()["id"]
+    stale = api.submit(build_payload(tg=ratio_run(90, 1.2), machine={"chip": "Apple M4 Max"}), ada).json()["id"]
     Submission.objects.filter(pk=stale).update(received_at=timezone.now() - timedelta(minutes=5))
     assert tasks.requeue_stale_submissions() == 1
     assert queued == [cells.Group.of(Submission.objects.get(pk=stale)).task_args()]
@@ -156,14 +212,17 @@ def test_it_queues_one_refresh_for_a_burst_into_one_group_and_it_takes_them_all(
     queued: list[tuple[object, ...]] = []
     monkeypatch.setattr(tasks.refresh_group_cells, "delay", lambda *args: queued.append(args))
     with django_capture_on_commit_callbacks(execute=True):
-        ids = [api.submit(build_payload(), signer).json()["id"] for signer in (ada, bob, ada)]
+        ids = [
+            api.submit(build_payload(tg=ratio_run(100 + index, 1.5)), signer).json()["id"]
+            for index, signer in enumerate((ada, bob, ada))
+        ]
     assert len(queued) == 1, "the second and third found the group's refresh already queued"
-    assert tasks.refresh_group_cells(*queued[0]) == 4
+    assert tasks.refresh_group_cells(*queued[0]) == 2  # BS4 of upstream and 01
     assert not Submission.objects.filter(pk__in=ids, cells_refreshed_at__isnull=True).exists()
     assert cell("01", 4).n_submissions == 3
     assert tasks.refresh_group_cells(*queued[0]) == 0, "a duplicate message finds nobody waiting"
     with django_capture_on_commit_callbacks(execute=True):
-        api.submit(build_payload(), bob)
+        api.submit(build_payload(tg=ratio_run(110, 1.5)), bob)
     assert len(queued) == 2, "the refresh that started released the group: the next submission queues again"
 
 
@@ -187,11 +246,11 @@ def test_it_rebuilds_every_cell_from_the_raw_envelopes(
     Measurement.objects.all().delete()
     LeaderboardCell.objects.all().delete()
     LeaderboardCell.objects.create(
-        campaign_id=Submission.objects.first().campaign_id, chip="ghost", quant="Q", variant="x", batch_size=1
-    )  # type: ignore[union-attr]
+        campaign_id=campaign.pk, chip="ghost", model_sha256="0" * 64, quant="Q", variant="x", batch_size=1, verdict="-"
+    )
     output = io.StringIO()
     call_command("rebuild_cells", stdout=output)
-    assert "Rebuilt 2 submission(s)" in output.getvalue()
+    assert "2 submission(s) re-derived" in output.getvalue()
     assert sorted(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions")) == expected
     assert not Submission.objects.filter(cells_refreshed_at__isnull=True).exists()
 
@@ -220,3 +279,15 @@ def test_it_accepts_a_submission_while_the_broker_is_down_and_leaves_it_to_the_s
         response = api.submit(build_payload(), ada)
     assert response.status_code == 201
     assert Submission.objects.get().cells_refreshed_at is None
+
+
+def test_a_poisoned_row_never_stops_its_groups_refresh(api: Api, ada: envelope.Signer, bob: envelope.Signer) -> None:
+    """Ingest's bounds keep such numbers out; a row stored before a bound existed must still not
+    freeze the group for everyone else."""
+    first = submit_and_refresh(api, ada, tg=ratio_run(100, 1.5))
+    Measurement.objects.filter(submission=first, variant_name="01").update(speedup=float("inf"))
+    honest = submit_and_refresh(api, bob, tg=ratio_run(100, 1.2), machine=machine(3))
+    assert honest.cells_refreshed_at is not None
+    result = cell("01", 4)
+    assert (result.n_machines, result.speedup) == (1, 1.2)
+    assert api.client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants"}).status_code == 200

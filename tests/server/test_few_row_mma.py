@@ -100,8 +100,8 @@ def test_it_stores_a_sweep_with_other_settings_but_keeps_it_out_of_the_cells(
 
     assert stored.status == "flagged" and stored.flags == ["nonstandard_sweep"]
     reasons = set(stored.measurements.values_list("excluded_reason", flat=True))
-    assert reasons == {Measurement.Excluded.NONSTANDARD_SWEEP}
-    assert not LeaderboardCell.objects.filter(campaign__slug="few-row-mma", n_submissions__gt=0).exists()
+    assert reasons == {Measurement.Excluded.NONSTANDARD}
+    assert not LeaderboardCell.objects.filter(campaign__slug="few-row-mma", n_machines__gt=0).exists()
     page = client.get(reverse("submission", args=[stored.pk])).content.decode()
     assert "Not in the leaderboard cells" in page and difference in page and "nonstandard sweep" in page
 
@@ -114,5 +114,5 @@ def test_it_flags_batch_sizes_outside_the_campaigns_but_not_a_subset(api: Api, a
     assert stored.flags == ["nonstandard_sweep"]
     assert set(stored.measurements.values_list("excluded_reason", flat=True)) == {"nonstandard_sweep"}
 
-    subset = submit(api, ada, build_payload(tg={"upstream": {4: [148.0, 148.0]}, "01": {4: [209.9, 210.1]}}))
+    subset = submit(api, ada, build_payload(tg={"upstream": {4: [148.0, 148.0]}, "01": {4: [209.0, 211.0]}}))
     assert subset.flags == [] and set(subset.measurements.values_list("excluded_reason", flat=True)) == {""}

@@ -26,7 +26,7 @@ def test_it_hides_a_submission_from_the_admin_and_the_cell_loses_it(
 ) -> None:
     submission_id = api.submit(build_payload(), ada).json()["id"]
     cells.refresh_submission_cells(submission_id)
-    assert LeaderboardCell.objects.filter(n_submissions=1).count() == 4
+    assert LeaderboardCell.objects.filter(n_machines=1).count() == 4
     queued: list[tuple[object, ...]] = []
     monkeypatch.setattr(tasks.refresh_group_cells, "delay", lambda *args: queued.append(args))
     with django_capture_on_commit_callbacks(execute=True):
@@ -36,9 +36,10 @@ def test_it_hides_a_submission_from_the_admin_and_the_cell_loses_it(
     assert response.status_code == 302
     group = cells.Group.of(Submission.objects.get(pk=submission_id))
     assert queued == [group.task_args()], "hiding queues the refresh of the submission's cells"
-    assert tasks.refresh_group_cells(*group.task_args()) == 0
+    assert tasks.refresh_group_cells(*group.task_args()) == 4
     assert Submission.objects.get(pk=submission_id).hidden
-    assert not LeaderboardCell.objects.exists(), "a cell with only hidden measurements is dropped"
+    assert set(LeaderboardCell.objects.values_list("n_machines", flat=True)) == {0}, "hidden rows count in no median"
+    assert {cell.excluded["hidden"] for cell in LeaderboardCell.objects.all()} == {1}
     event = ModerationEvent.objects.get()
     assert (event.actor_name, event.action, event.target) == ("admin", "hide_submission", submission_id)
     assert RawEnvelope.objects.filter(submission_id=submission_id).exists(), "hiding never deletes what was received"

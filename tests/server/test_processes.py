@@ -228,7 +228,8 @@ def test_the_worker_keeps_its_database_connection_and_replaces_one_the_server_dr
     assert stack.post("/api/v1/contributors/", registration_envelope(ada, "ada")).status_code == 201
 
     def submit_and_wait(n: int) -> None:
-        payload = build_payload(machine={"chip": f"Apple M{n} Max"})  # a group of its own: one refresh each
+        tg = {"upstream": {4: [100.0 + n] * 2}, "01": {4: [150.0] * 2}}
+        payload = build_payload(tg=tg, machine={"chip": f"Apple M{n} Max"})  # a group of its own: one refresh each
         assert stack.post("/api/v1/submissions/", submission_envelope(payload, ada)).status_code == 201
         try:
             wait_for(

@@ -86,7 +86,12 @@ def test_it_reads_the_address_the_trusted_proxy_appended(
 @pytest.mark.django_db
 def test_it_throttles_per_key_across_addresses(api: Api, ada: envelope.Signer, tight_throttles: None) -> None:
     cache.clear()  # the registration of ada counted against this address
-    statuses = [api.submit(build_payload(), ada, REMOTE_ADDR=f"203.0.113.{n}").status_code for n in range(3)]
+    statuses = [
+        api.submit(
+            build_payload(tg={"upstream": {4: [100 + n] * 2}, "01": {4: [150] * 2}}), ada, REMOTE_ADDR=f"203.0.113.{n}"
+        ).status_code
+        for n in range(3)
+    ]
     assert statuses == [201, 201, 429]
     body = api.submit(build_payload(), ada, REMOTE_ADDR="203.0.113.99").json()
     assert body["error"] == "throttled" and body["retry_after"] > 0

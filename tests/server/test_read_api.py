@@ -29,10 +29,16 @@ ROW_KEYS = {
     "baseline_tg_tps",
     "tg_tps",
     "speedup",
+    "interval",
     "ci_low",
     "ci_high",
+    "verdict",
+    "model",
+    "model_sha256",
+    "n_machines",
     "n_submissions",
     "n_contributors",
+    "excluded",
 }
 
 
@@ -41,7 +47,11 @@ def two_submissions(api: Api, ada: envelope.Signer) -> list[str]:
     ids = []
     for options in (
         {},
-        {"machine": {"chip": "Apple M1", "gpu_cores": 8}, "model": {"file_type": "IQ3_XXS", "sha256": "e" * 64}},
+        {
+            "machine": {"chip": "Apple M1", "gpu_cores": 8},
+            "model": {"file_type": "IQ3_XXS", "sha256": "e" * 64},
+            "tg": {"upstream": {1: [70, 70], 4: [71.5, 71.5]}, "01": {1: [70, 70], 4: [90.3, 90.3]}},
+        },
     ):
         response = api.submit(build_payload(**options), ada)
         assert response.status_code == 201

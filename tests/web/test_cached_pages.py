@@ -6,6 +6,7 @@ the page, and an unreachable cache costs nothing but the render."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import timedelta
 from typing import Any
@@ -83,7 +84,8 @@ def test_it_serves_from_the_cache_the_page_it_would_render_without_it(
     assert cached == rendered == uncached
 
 
-M1_IQ3 = "Apple M1 (8-core GPU)</a> · IQ3_XXS"
+M1_IQ3 = f"Apple M1 (8-core GPU)</a> · {IQ3.label} (IQ3_XXS)"
+IQ3_MODEL = {"model": hashlib.sha256(f"demo-model:{IQ3.label}".encode()).hexdigest()}  # as demo.py names it
 DINA_M1_IQ3 = demo.DemoRun("demo-dina", M1, IQ3, 1, demo.Trouble())
 
 
@@ -91,14 +93,14 @@ def test_it_shows_a_refreshed_cell_on_the_home_and_chip_pages_at_once(
     client: Client, small_site: list[Submission], live_campaign: Campaign, settings: Any
 ) -> None:
     settings.BENCHHUB_BOARD_MAX_STALENESS_SECONDS = 0
-    home, chip = page_text(client.get("/")), page_text(client.get(CHIP_PAGE))
-    assert page_text(client.get("/")) == home  # served again, from the cache
-    assert "n=2, 2 contributors" not in _table(home, M1_IQ3)
+    home, chip = page_text(client.get("/", IQ3_MODEL)), page_text(client.get(CHIP_PAGE))
+    assert page_text(client.get("/", IQ3_MODEL)) == home  # served again, from the cache
+    assert "2 submissions, 2 contributors" not in _table(home, M1_IQ3)
 
     ingest_runs(live_campaign, [DINA_M1_IQ3])
 
-    for before, after in ((home, page_text(client.get("/"))), (chip, page_text(client.get(CHIP_PAGE)))):
-        assert "n=2, 2 contributors" in _table(after, M1_IQ3)  # 01+02: chen's run and dina's
+    for before, after in ((home, page_text(client.get("/", IQ3_MODEL))), (chip, page_text(client.get(CHIP_PAGE)))):
+        assert "2 submissions, 2 contributors" in _table(after, M1_IQ3)  # 01+02: chen's run and dina's
         assert _table(after, M1_IQ3) != _table(before, M1_IQ3)
 
 
@@ -112,18 +114,19 @@ def test_it_serves_a_changed_board_as_rendered_within_the_bound_and_renders_it_a
     url: str,
 ) -> None:
     clock = stale_within(5, settings, monkeypatch)
-    served = _table(page_text(client.get(url)), M1_IQ3)
-    assert "n=2, 2 contributors" not in served
+    params = IQ3_MODEL if url == "/" else {}
+    served = _table(page_text(client.get(url, params)), M1_IQ3)
+    assert "2 submissions, 2 contributors" not in served
 
     ingest_runs(live_campaign, [DINA_M1_IQ3])
     clock.now += 4.9
-    assert _table(page_text(client.get(url)), M1_IQ3) == served  # the cells' version moved, the board did not
+    assert _table(page_text(client.get(url, params)), M1_IQ3) == served  # the cells' version moved, the board did not
 
     clock.now += 0.1
-    renewed = _table(page_text(client.get(url)), M1_IQ3)
-    assert "n=2, 2 contributors" in renewed  # 01+02: chen's run and dina's
+    renewed = _table(page_text(client.get(url, params)), M1_IQ3)
+    assert "2 submissions, 2 contributors" in renewed  # 01+02: chen's run and dina's
     clock.now += 4.9
-    assert _table(page_text(client.get(url)), M1_IQ3) == renewed  # kept again, under the new version
+    assert _table(page_text(client.get(url, params)), M1_IQ3) == renewed  # kept again, under the new version
 
 
 def test_it_renders_a_stale_board_once_while_other_requests_arrive_during_the_render(
@@ -169,7 +172,8 @@ def test_it_sees_a_refresh_that_commits_after_a_later_one(
     """Two groups refreshed at once: the one that began first commits last, with older timestamps
     than cells already read. The newest updated_at alone would not move; the version must."""
     board = LeaderboardCell.objects.filter(campaign=live_campaign)
-    m5_iq2 = Group(live_campaign.pk, M5_PRO.chip, M5_PRO.gpu_cores, IQ2.file_type)
+    iq2_sha256 = hashlib.sha256(f"demo-model:{IQ2.label}".encode()).hexdigest()
+    m5_iq2 = Group(live_campaign.pk, M5_PRO.chip, M5_PRO.gpu_cores, iq2_sha256)
     newest = board.aggregate(newest=Max("updated_at"))["newest"]
     assert LeaderboardCell.objects.filter(**m5_iq2.filter()).aggregate(last=Max("updated_at"))["last"] < newest
     ingest_submission(demo.submission_envelope(live_campaign, demo.DemoRun("demo-ada", M5_PRO, IQ2, 2, demo.Trouble())))

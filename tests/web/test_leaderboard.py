@@ -25,21 +25,34 @@ def Cell(
     n_excluded_correctness: int = 0,
     n_excluded_degenerate: int = 0,
 ) -> CellRow:
+    """A cell of one machine per submission, of the model file named by its quant."""
+    n_machines = n_submissions
+    interval = "95%" if n_machines >= 6 else "range" if n_machines >= 2 else None
     return CellRow(
         chip,
         gpu_cores,
+        f"model {quant}",
+        quant.lower() * 8,
         quant,
         variant,
         batch_size,
         baseline_tg_tps,
         tg_tps,
         speedup,
-        ci_low,
-        ci_high,
+        interval,
+        ci_low if interval else None,
+        ci_high if interval else None,
+        "too few machines",
+        n_machines,
         n_submissions,
         n_contributors,
-        n_excluded_correctness,
-        n_excluded_degenerate,
+        {
+            "hidden": 0,
+            "correctness_failed": n_excluded_correctness,
+            "correctness_not_run": 0,
+            "degenerate_output": n_excluded_degenerate,
+            "run_state": 0,
+        },
     )
 
 
@@ -89,7 +102,11 @@ def test_it_groups_variants_under_a_baseline_row_with_the_amortisation_factor() 
     assert [c.text for c in baseline.cells] == ["128", "138"]
     assert baseline.amortisation == "1.08×"
     assert patched.cells[1].text == "138→238 (+73%)"
-    assert patched.cells[1].details == ("n=3, 2 contributors", "95% CI +70% to +76%")
+    assert patched.cells[1].details == (
+        "range of 3 machines: +70% to +76%",
+        "3 submissions, 2 contributors",
+        "too few machines",
+    ), "a range is never called a 95% interval"
     assert patched.amortisation == "1.86×"
 
 

@@ -46,15 +46,17 @@ def test_it_shows_published_rows_marked_and_apart_before_any_crowd_row(client: C
 def test_it_renders_the_leaderboard_from_cells_with_counts_intervals_and_exclusions(
     client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):
         text = page_text(client.get("/"))
     assert "Apple M5 Pro (20-core GPU)" in text
     assert 'href="/chips/apple-m5-pro-20c/"' in text
     m5_bs8 = LeaderboardCell.objects.get(chip="Apple M5 Pro", quant="IQ2_XXS", variant="01", batch_size=8)
-    assert m5_bs8.n_submissions == 2
-    assert "n=2, 2 contributors" in text
+    assert (m5_bs8.n_machines, m5_bs8.interval) == (2, "range")
+    assert "range of 2 machines" in text and "2 submissions, 2 contributors" in text
+    assert "95% CI" not in text, "no cell of the small site has six machines"
     assert "1 excluded: correctness failed" in text  # M1 IQ2_XXS 01+02
-    assert "1 excluded: degenerate output" in text  # M1 IQ3_XXS 01
+    iq3 = LeaderboardCell.objects.filter(quant="IQ3_XXS").values_list("model_sha256", flat=True).first()
+    assert "1 excluded: degenerate output" in page_text(client.get("/", {"model": iq3}))  # M1 IQ3_XXS 01
     assert "BS8/BS1" in text
     assert "148→210 (+42%)" in text  # the published M5 Pro row beside the crowd rows
     assert '<script id="speedup-0" type="application/json">' in text
@@ -101,7 +103,7 @@ def test_it_shows_a_chip_with_its_charts_tables_and_submissions(
     with django_assert_max_num_queries(10):
         text = page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
     assert "<h1>Apple M1 (8-core GPU)</h1>" in text
-    assert "IQ2_XXS: decode t/s by batch size" in text
+    assert "(IQ2_XXS): decode t/s by batch size" in text
     assert "IQ3_XXS" in text
     assert "71.5→90.3 (+26%)" in text  # the published M1 row shows on the chip page too
     assert "M1 16GB (MacBook Air): upstream (published, not signed)" in text  # and on its chart, dotted
@@ -173,8 +175,10 @@ def test_it_compares_two_chips_side_by_side(
         text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c"}))
     assert "Apple M1 (8-core GPU) vs Apple M5 Pro (20-core GPU)" in text
     assert '<script id="compare-0" type="application/json">' in text
-    assert "IQ2_XXS BS8" in text
-    chart = json.loads(text.split('<script id="compare-0" type="application/json">')[1].split("</script>")[0])
+    assert "(IQ2_XXS) BS8" in text
+    islands = text.split('<script id="compare-')[1:]
+    charts = [json.loads(island.split('type="application/json">')[1].split("</script>")[0]) for island in islands]
+    [chart] = [c for c in charts if "(IQ2_XXS)" in json.dumps(c["layout"]["title"])]
     assert {trace["name"] for trace in chart["data"] if trace["mode"] == "lines+markers"} == {
         "Apple M1 (8-core GPU)",
         "Apple M5 Pro (20-core GPU)",
@@ -185,7 +189,7 @@ def test_it_compares_chips_on_the_chosen_variant(client: Client, small_site: lis
     text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c", "variant": "01+02"}))
     assert "mv-ext-iquants, 01+02 over upstream" in text
     assert '<option value="01+02" selected>' in text
-    assert "excluded n=0" in text  # M1 IQ2_XXS 01+02 failed correctness on its only submission
+    assert "excluded, 0 machines" in text  # M1 IQ2_XXS 01+02 failed correctness on its only submission
 
 
 def test_it_prefills_the_compare_form_from_a_chip_page(client: Client, small_site: list[Submission]) -> None:

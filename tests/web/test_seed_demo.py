@@ -24,10 +24,10 @@ def test_it_seeds_published_rows_and_demo_submissions_through_the_ingest_once(li
     assert not Submission.objects.filter(is_demo=False).exists()
     assert set(Contributor.objects.values_list("handle", flat=True)) == set(demo.HANDLES)
     assert not Contributor.objects.filter(is_demo=False).exists()
-    chips = set(LeaderboardCell.objects.filter(n_submissions__gt=0).values_list("chip", flat=True))
+    chips = set(LeaderboardCell.objects.filter(n_machines__gt=0).values_list("chip", flat=True))
     assert chips == {chip.chip for chip in demo.CHIPS}
-    assert LeaderboardCell.objects.filter(n_excluded_correctness__gt=0, chip="Apple M2").exists()
-    assert LeaderboardCell.objects.filter(n_excluded_degenerate__gt=0, chip="Apple M3 Pro").exists()
+    assert LeaderboardCell.objects.filter(excluded__correctness_failed__gt=0, chip="Apple M2").exists()
+    assert LeaderboardCell.objects.filter(excluded__degenerate_output__gt=0, chip="Apple M3 Pro").exists()
     flagged = Submission.objects.filter(status=Submission.Status.FLAGGED).count()
     assert flagged == 2  # exactly the two runs built to go wrong
 

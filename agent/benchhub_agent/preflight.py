@@ -1,0 +1,68 @@
+"""What `run` checks before it reads the model or builds anything, so that a run that cannot succeed, or
+should not start, stops in its first seconds: the Python's architecture, the server, the campaign (its
+manifest checked and its code trusted) and the machine's power state. Registration, which needs the
+CLI's prompts, is checked by the CLI right after these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import campaign, machine, trust
+from .dirs import Dirs
+from .errors import AgentError, ExitCode
+from .progress import Progress
+
+Echo = Callable[[str], None]
+Ask = Callable[[str], bool]
+
+
+def refuse_rosetta(run: machine.Runner = machine.run_quietly, system: str | None = None) -> None:
+    if machine.translated(run, system):
+        raise AgentError(
+            ExitCode.PLATFORM,
+            "This Python runs under Rosetta, so it would build and measure x86 code: install an arm64 Python "
+            "(python.org's universal2 installer, or `brew install python` under /opt/homebrew) and reinstall "
+            "benchhub-agent with it.",
+        )
+
+
+def load_campaign(slug: str, server: str | None, upload: bool, dirs: Dirs, progress: Progress) -> campaign.Campaign:
+    """The campaign, with its manifest checked; when the run will upload, the server must answer for it."""
+    progress.start("Loading the campaign")
+    plan, fallback = campaign.load(slug, server, dirs, required=upload)
+    progress.note(f"  {plan.slug}: {'bundled copy (' + fallback + ')' if fallback else 'manifest from the server'}")
+    return plan
+
+
+def confirm_code(
+    plan: campaign.Campaign, trusted_slug: str | None, prebuilt: bool, interactive: bool, echo: Echo, ask: Ask
+) -> None:
+    """Code that did not ship with the agent needs an explicit yes; binaries the user built need none."""
+    if not prebuilt:
+        trust.confirm(plan, trusted_slug, interactive, echo, ask)
+
+
+def power_problems(state: dict[str, Any]) -> list[str]:
+    problems = []
+    if state["power_source"] == "battery":
+        problems.append("runs on battery (macOS slows the GPU; the result would be flagged on_battery)")
+    if state["low_power_mode"]:
+        problems.append("is in Low Power Mode (the result would be flagged low_power_mode)")
+    return problems
+
+
+def confirm_power(state: dict[str, Any], yes: bool, interactive: bool, echo: Echo, ask: Ask) -> None:
+    """Say so before starting when the machine would measure slow, and ask; `--yes` answers."""
+    problems = power_problems(state)
+    if not problems:
+        return
+    echo("This machine " + " and ".join(problems) + ".")
+    if yes:
+        return
+    if not interactive:
+        raise AgentError(
+            ExitCode.DECLINED, "Not started on battery or in Low Power Mode: plug in, or pass --yes to run anyway."
+        )
+    if not ask("Run anyway?"):
+        raise AgentError(ExitCode.DECLINED, "Not started: plug in or turn Low Power Mode off, then run again.")

@@ -1,0 +1,540 @@
+#!/usr/bin/env python3
+"""Recompute every benchhub leaderboard cell from the public snapshot, and compare with the live API.
+
+Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
+  1. reads the snapshot (GET /api/v1/snapshot/, or a saved .jsonl.gz file),
+  2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
+  3. recomputes every cell by PROTOCOL.md section 5.1 (cells version 2),
+  4. with --server, prints every cell that differs from GET /api/v1/leaderboard/?campaign=<slug>.
+
+    python scripts/recompute_cells.py --server https://benchhub.example
+    python scripts/recompute_cells.py --snapshot snapshot.jsonl.gz [--server URL] [--json]
+
+Exit status: 0 every cell agrees, 1 some differ, 2 bad input or a signature that does not verify,
+3 the server could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import gzip
+import hashlib
+import io
+import itertools
+import json
+import math
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+
+import nacl.exceptions
+import nacl.signing
+
+SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
+WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
+CELLS_VERSION = 2
+REASONS = ("hidden", "correctness_failed", "correctness_not_run", "degenerate_output", "run_state")
+COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
+RUN_STATE_FLAGS = ("on_battery", "low_power_mode", "thermal_pressure")
+KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "variant", "batch_size")
+FLOAT_FIELDS = ("baseline_tg_tps", "tg_tps", "speedup", "ci_low", "ci_high")
+EXACT_FIELDS = ("model", "quant", "interval", "verdict", "n_machines", "n_submissions", "n_contributors", "excluded")
+REL_TOL = 1e-9
+
+CellKey = tuple[str, str, int | None, str, str, int]  # campaign, chip, gpu_cores, model sha256, variant, batch
+Row = dict[str, Any]
+
+
+class BadInput(Exception):
+    """A snapshot that cannot be read, or an envelope that does not verify (exit 2)."""
+
+
+class Unreachable(Exception):
+    """The server did not answer with what was asked for (exit 3)."""
+
+
+# ---------------------------------------------------------------- statistics (pure functions)
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value; for an even count, the mean of the two middle values."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return float(ordered[middle]) if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def interval_rank(n: int) -> int:
+    """The largest k <= n // 2 with 2 P(Binomial(n, 1/2) <= k-1) <= 0.05, or 0 where there is none.
+
+    Exact: 2 * sum(C(n, i), i < k) / 2**n <= 1/20  <=>  40 * sum(...) <= 2**n."""
+    best, tail = 0, 0
+    for k in range(1, n // 2 + 1):
+        tail += math.comb(n, k - 1)
+        if 40 * tail > 2**n:
+            break
+        best = k
+    return best
+
+
+def machine_interval(values: Sequence[float]) -> tuple[str | None, float | None, float | None]:
+    """("95%", x_(k), x_(n-k+1)) from 6 machines, ("range", min, max) for 2-5, (None, None, None) below."""
+    ordered, n = sorted(values), len(values)
+    if n >= 6:
+        k = interval_rank(n)
+        return "95%", float(ordered[k - 1]), float(ordered[n - k])
+    if n >= 2:
+        return "range", float(ordered[0]), float(ordered[-1])
+    return None, None, None
+
+
+def verdict(interval: str | None, low: float | None, high: float | None) -> str:
+    if interval != "95%" or low is None or high is None:
+        return "too few machines"
+    if low > 1:
+        return "faster"
+    if high < 1:
+        return "slower"
+    return "no clear change"
+
+
+# ---------------------------------------------------------------- envelopes (PROTOCOL.md 1-2)
+
+
+def strict_b64(text: object) -> bytes:
+    """Standard base64 with its padding and no stray bits (the only spelling the service stores)."""
+    try:
+        raw = base64.b64decode(str(text).encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raw = None
+    if not isinstance(text, str) or raw is None or base64.b64encode(raw).decode("ascii") != text:
+        raise BadInput("a field is not canonical standard base64")
+    return raw
+
+
+def pae(payload_type: str, body: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body."""
+    type_bytes = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(type_bytes), type_bytes, len(body), body)
+
+
+def keyid_of(public_key: bytes) -> str:
+    return hashlib.sha256(public_key).hexdigest()
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise BadInput("the payload repeats a key")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise BadInput(f"the payload holds {name}, which is not JSON")
+
+
+def verify_envelope(envelope_text: str, keys: Mapping[str, bytes], kind: str = SUBMISSION_TYPE) -> dict[str, Any]:
+    """The payload of an envelope of type `kind`, once every signature by one of `keys` (keyid ->
+    public key) verifies over the exact payload bytes, and at least one does."""
+    try:
+        envelope = json.loads(envelope_text)
+    except json.JSONDecodeError:
+        raise BadInput("the envelope is not JSON") from None
+    if not isinstance(envelope, dict) or envelope.get("payloadType") != kind:
+        raise BadInput(f"not an envelope of type {kind}")
+    body = strict_b64(envelope.get("payload"))
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not all(isinstance(s, dict) for s in signatures):
+        raise BadInput("the envelope's signatures are not a list of objects")
+    ours = [s for s in signatures if s.get("keyid") in keys]
+    if not ours:
+        raise BadInput("no signature by a key of its contributor")
+    for signature in ours:
+        verify_key = nacl.signing.VerifyKey(keys[signature["keyid"]])
+        try:
+            verify_key.verify(pae(kind, body), strict_b64(signature.get("sig")))
+        except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError):
+            raise BadInput(f"the signature by key {signature['keyid'][:16]}... does not verify") from None
+    try:
+        text = body.decode("utf-8")
+        payload = json.loads(text, parse_constant=_no_constant)
+        if json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() != body:
+            # Not plain canonical JSON (RFC 8785 writes a few numbers and key orders unlike Python):
+            # at least make sure no key is repeated, which parsers resolve differently.
+            payload = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise BadInput("the signed payload is not UTF-8 JSON") from None
+    if not isinstance(payload, dict):
+        raise BadInput("the signed payload is not a JSON object")
+    return payload
+
+
+# ---------------------------------------------------------------- the snapshot
+
+
+@dataclass
+class Submission:
+    id: str
+    contributor: str
+    received_at: datetime
+    state: str  # counted | hidden | withdrawn
+    payload: dict[str, Any]
+
+
+@dataclass
+class Snapshot:
+    campaigns: dict[str, dict[str, Any]] = field(default_factory=dict)  # slug -> manifest
+    keys: dict[str, dict[str, bytes]] = field(default_factory=dict)  # handle -> keyid -> public key
+    submissions: Iterator[Submission] = field(default_factory=lambda: iter(()))  # verified as read, oldest first
+    failures: list[str] = field(default_factory=list)  # what did not verify, one line each (complete once read)
+
+
+def snapshot_lines(data: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a gzipped (or plain) JSON-lines file, one at a time."""
+    stream: gzip.GzipFile | io.BytesIO = io.BytesIO(data)
+    if data[:2] == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=stream)
+    try:
+        for raw in stream:
+            if raw.strip():
+                line = json.loads(raw)
+                if not isinstance(line, dict):
+                    raise BadInput("a snapshot line is not a JSON object")
+                yield line
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"the snapshot is not gzipped JSON lines: {exc}") from None
+
+
+def parse_snapshot(data: bytes) -> Snapshot:
+    """The header, campaigns and contributors at once; the submissions lazily (one payload in memory
+    at a time), each verified, those that fail listed in `failures` rather than yielded."""
+    lines = snapshot_lines(data)
+    header = next(lines, {})
+    if header.get("kind") != "snapshot" or header.get("cells_version") != CELLS_VERSION:
+        raise BadInput(f"the first line must be the snapshot header with cells_version {CELLS_VERSION}")
+    snapshot = Snapshot()
+    for line in lines:
+        if line.get("kind") == "campaign":
+            snapshot.campaigns[line["manifest"]["slug"]] = line["manifest"]
+        elif line.get("kind") == "contributor":
+            snapshot.keys[line["handle"]] = contributor_keys(line, snapshot.failures)
+        else:
+            snapshot.submissions = verified_submissions(itertools.chain([line], lines), snapshot)
+            break
+    return snapshot
+
+
+def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) -> Iterator[Submission]:
+    for line in lines:
+        if line.get("kind") != "submission":
+            raise BadInput(f"unexpected line kind {line.get('kind')!r} (campaigns, contributors, then submissions)")
+        try:
+            payload = verify_envelope(line["envelope"], snapshot.keys.get(line["contributor"], {}))
+            if payload.get("campaign") not in snapshot.campaigns:
+                raise BadInput(f"its campaign {payload.get('campaign')!r} is not in the snapshot")
+            if line["state"] == "withdrawn":
+                verify_withdrawal(line, snapshot.keys.get(line["contributor"], {}))
+        except BadInput as exc:
+            snapshot.failures.append(f"submission {line.get('id')} by {line.get('contributor')}: {exc}")
+            continue
+        if line["state"] not in ("counted", "hidden", "withdrawn"):
+            raise BadInput(f"submission {line['id']}: unknown state {line['state']!r}")
+        received = datetime.fromisoformat(line["received_at"].replace("Z", "+00:00"))
+        yield Submission(line["id"], line["contributor"], received, line["state"], payload)
+
+
+def verify_withdrawal(line: Mapping[str, Any], keys: Mapping[str, bytes]) -> None:
+    """A withdrawn submission carries its withdrawal, signed by the key that signed the submission."""
+    if not isinstance(line.get("withdrawal"), str):
+        raise BadInput("withdrawn without a signed withdrawal")
+    signers = {signature.get("keyid") for signature in json.loads(line["envelope"])["signatures"]}
+    payload = verify_envelope(line["withdrawal"], {k: v for k, v in keys.items() if k in signers}, WITHDRAWAL_TYPE)
+    if payload.get("submission") != line["id"]:
+        raise BadInput("its withdrawal names another submission")
+
+
+def contributor_keys(line: Mapping[str, Any], failures: list[str]) -> dict[str, bytes]:
+    """keyid -> public key, keeping only keys whose keyid is the SHA-256 of the key."""
+    keys = {}
+    for entry in line["keys"]:
+        public_key = strict_b64(entry["public_key"])
+        if len(public_key) != 32 or keyid_of(public_key) != entry["keyid"]:
+            failures.append(f"contributor {line['handle']}: keyid {entry['keyid'][:16]}... is not its key's SHA-256")
+            continue
+        keys[entry["keyid"]] = public_key
+    return keys
+
+
+# ---------------------------------------------------------------- per submission (cells-v2 rules)
+
+
+def sweep_differs(sweep: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    if any(name in wanted and sweep.get(name) != wanted[name] for name in COMPARED_SETTINGS):
+        return True
+    if sorted(sweep.get("extra_args") or []) != sorted(wanted.get("extra_args") or []):
+        return True
+    return not set(sweep["batch_sizes"]) <= set(wanted.get("batch_sizes", sweep["batch_sizes"]))
+
+
+def env_differs(payload: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    envs = {variant["name"]: variant.get("env", {}) for variant in manifest["variants"]}
+    return any(variant.get("env", {}) != envs.get(variant["name"]) for variant in payload["variants"])
+
+
+def too_few_rounds(payload: Mapping[str, Any]) -> bool:
+    return len({run["rep"] for run in payload["sweep"]["runs"]}) < 2
+
+
+def nonstandard(submission: Submission, manifest: Mapping[str, Any]) -> bool:
+    """Left out of every cell and counted nowhere, not even in `excluded`."""
+    payload = submission.payload
+    return (
+        submission.state == "withdrawn"
+        or sweep_differs(payload["sweep"], manifest["sweep"])
+        or env_differs(payload, manifest)
+        or too_few_rounds(payload)
+    )
+
+
+def paired_rows(payload: Mapping[str, Any], baseline: str) -> dict[tuple[str, int], tuple[float, float]]:
+    """(variant, batch size) -> (ratio, baseline tg_tps), each the median over paired rounds; a row
+    exists only with at least two paired rounds."""
+    rounds: dict[int, dict[tuple[str, int], float]] = defaultdict(dict)  # rep -> (variant, batch) -> tg_tps
+    for run in payload["sweep"]["runs"]:  # a run that exited non-zero still gives the rows it has
+        for row in run["rows"]:
+            if row["tg_tps"] > 0:
+                rounds[run["rep"]][run["variant"], row["batch_size"]] = row["tg_tps"]
+    paired: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+    for measured in rounds.values():
+        for (variant, batch), tg in measured.items():
+            base = measured.get((baseline, batch))
+            if base is not None:
+                paired[variant, batch].append((tg / base, base))
+    return {
+        key: (median([ratio for ratio, _ in pairs]), median([base for _, base in pairs]))
+        for key, pairs in paired.items()
+        if len(pairs) >= 2
+    }
+
+
+def exclusion(submission: Submission, variant: str, baseline: str) -> str | None:
+    """The first reason that applies to the row (submission, variant, *), or None when it counts."""
+    payload = submission.payload
+    statuses = [entry["status"] for entry in payload["correctness"] if entry["variant"] == variant]
+    if submission.state == "hidden":
+        return "hidden"
+    if "fail" in statuses:
+        return "correctness_failed"
+    if "pass" not in statuses:
+        return "correctness_not_run"
+    if variant != baseline and degenerate(payload["generation"], variant, baseline):
+        return "degenerate_output"
+    if run_state(payload):
+        return "run_state"
+    return None
+
+
+def degenerate(generation: Iterable[Mapping[str, Any]], variant: str, baseline: str) -> bool:
+    """Some output of the variant loops where the baseline's, for the same prompt, is absent or clean."""
+    entries = list(generation)
+    baseline_loops = {e["prompt_id"] for e in entries if e["variant"] == baseline and e["degenerate"]}
+    return any(e["variant"] == variant and e["degenerate"] and e["prompt_id"] not in baseline_loops for e in entries)
+
+
+def run_state(payload: Mapping[str, Any]) -> bool:
+    machine = payload["machine"]
+    return (
+        any(flag in payload.get("flags", []) for flag in RUN_STATE_FLAGS)
+        or machine.get("power_source") == "battery"
+        or machine.get("low_power_mode") is True
+        or machine.get("thermal") == "pressure"
+    )
+
+
+# ---------------------------------------------------------------- per cell
+
+
+@dataclass
+class Cell:
+    received_at: datetime  # of the earliest submission with a row in the cell, which names its model
+    model: str
+    quant: str
+    values: dict[tuple[str, str, int | None, int], list[tuple[float, float]]] = field(default_factory=dict)
+    excluded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+
+
+def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
+    """Campaign slug -> its leaderboard rows, in the API's row shape; reads the submissions once."""
+    cells: dict[CellKey, Cell] = {}
+    for submission in snapshot.submissions:
+        manifest = snapshot.campaigns[submission.payload["campaign"]]
+        if nonstandard(submission, manifest):
+            continue
+        payload, baseline = submission.payload, manifest["baseline"]
+        machine, model = payload["machine"], payload["model"]
+        unit = (submission.contributor, machine["chip"], machine["gpu_cores"], machine["memory_bytes"])
+        names = submission.received_at, model.get("label") or model["file_name"], model["file_type"]
+        reasons = {variant["name"]: exclusion(submission, variant["name"], baseline) for variant in payload["variants"]}
+        for (variant, batch), (ratio, base) in paired_rows(payload, baseline).items():
+            key = (manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], variant, batch)
+            cell = cells.get(key)
+            if cell is None:
+                cell = cells[key] = Cell(*names)
+            elif names[0] < cell.received_at:  # a file out of order: the earliest still names the model
+                cell.received_at, cell.model, cell.quant = names
+            reason = reasons[variant]
+            if reason:
+                cell.excluded[reason] += 1
+            else:
+                cell.values.setdefault(unit, []).append((ratio, base))
+    boards: dict[str, list[Row]] = {slug: [] for slug in snapshot.campaigns}
+    for key in sorted(cells, key=lambda k: (k[0], k[1], k[2] if k[2] is not None else -1, k[3], k[5], k[4])):
+        boards[key[0]].append(cell_row(key, cells[key]))
+    return boards
+
+
+def cell_row(key: CellKey, cell: Cell) -> Row:
+    _, chip, gpu_cores, sha256, variant, batch = key
+    machine_values = [median([r for r, _ in rows]) for rows in cell.values.values()]
+    machine_baselines = [median([b for _, b in rows]) for rows in cell.values.values()]
+    speedup = median(machine_values) if machine_values else None
+    baseline_tg = median(machine_baselines) if machine_baselines else None
+    interval, low, high = machine_interval(machine_values)
+    return {
+        "chip": chip,
+        "gpu_cores": gpu_cores,
+        "model": cell.model,
+        "model_sha256": sha256,
+        "quant": cell.quant,
+        "variant": variant,
+        "batch_size": batch,
+        "baseline_tg_tps": baseline_tg,
+        "tg_tps": baseline_tg * speedup if baseline_tg is not None and speedup is not None else None,
+        "speedup": speedup,
+        "interval": interval,
+        "ci_low": low,
+        "ci_high": high,
+        "verdict": verdict(interval, low, high),
+        "n_machines": len(cell.values),
+        "n_submissions": sum(len(rows) for rows in cell.values.values()),
+        "n_contributors": len({handle for handle, *_ in cell.values}),
+        "excluded": dict(cell.excluded),
+    }
+
+
+# ---------------------------------------------------------------- comparison with the live API
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(row.get(name) for name in KEY_FIELDS)
+
+
+def same(field_name: str, ours: Any, theirs: Any) -> bool:
+    """Numbers within a relative 1e-9; strings, integers, null and the excluded counts exactly."""
+    numbers = all(isinstance(value, int | float) and not isinstance(value, bool) for value in (ours, theirs))
+    if field_name in FLOAT_FIELDS and numbers:
+        return math.isclose(ours, theirs, rel_tol=REL_TOL)
+    return bool(ours == theirs)
+
+
+def compare(slug: str, ours: Sequence[Row], theirs: Sequence[Row]) -> tuple[int, int, list[str]]:
+    """(cells seen on either side, cells that differ, one line per difference)."""
+    mine, live = {row_key(r): r for r in ours}, {row_key(r): r for r in theirs}
+    copies = Counter(row_key(r) for r in theirs)
+    lines, differing = [], 0
+    for key in sorted(mine.keys() | live.keys(), key=lambda k: json.dumps(k)):
+        where = f"{slug} chip={key[0]!r} gpu_cores={key[1]} model={str(key[2])[:12]} variant={key[3]} b={key[4]}"
+        if copies[key] > 1:
+            found = [f"{where}: {copies[key]} rows on the live API"]
+        elif key not in live:
+            found = [f"{where}: missing from the live API"]
+        elif key not in mine:
+            found = [f"{where}: on the live API but not recomputed"]
+        else:
+            a, b = mine[key], live[key]
+            found = [
+                f"{where}: {name} recomputed {json.dumps(a.get(name))} live {json.dumps(b.get(name, '<absent>'))}"
+                for name in (*FLOAT_FIELDS, *EXACT_FIELDS)
+                if name not in b or not same(name, a[name], b[name])
+            ]
+        differing += bool(found)
+        lines += found
+    return len(mine.keys() | live.keys()), differing, lines
+
+
+def fetch(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return bytes(response.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise Unreachable(f"{url}: {exc}") from None
+
+
+def live_rows(server: str, slug: str) -> list[Row]:
+    url = f"{server.rstrip('/')}/api/v1/leaderboard/?{urllib.parse.urlencode({'campaign': slug})}"
+    try:
+        rows = json.loads(fetch(url))["rows"]
+    except (ValueError, KeyError, TypeError):
+        raise Unreachable(f"{url}: not a leaderboard body") from None
+    return list(rows)
+
+
+def run(args: argparse.Namespace, report: TextIO) -> int:
+    if args.snapshot:
+        with open(args.snapshot, "rb") as file:
+            data = file.read()
+    else:
+        data = fetch(f"{args.server.rstrip('/')}/api/v1/snapshot/")
+    snapshot = parse_snapshot(data)
+    boards = recompute(snapshot)
+    if snapshot.failures:
+        for failure in snapshot.failures:
+            print(f"NOT VERIFIED {failure}", file=report)
+        print(f"{len(snapshot.failures)} envelope(s) or key(s) do not verify; no cell was compared", file=report)
+        return 2
+    if args.json:
+        baselines = {slug: manifest["baseline"] for slug, manifest in snapshot.campaigns.items()}
+        print(json.dumps([{"campaign": s, "baseline": baselines[s], "rows": rows} for s, rows in boards.items()]))
+    if not args.server:
+        print(f"{sum(map(len, boards.values()))} cells recomputed; no server given, nothing compared", file=report)
+        return 0
+    total = differing = 0
+    for slug, rows in boards.items():
+        seen, differ, lines = compare(slug, rows, live_rows(args.server, slug))
+        total, differing = total + seen, differing + differ
+        for line in lines:
+            print(line, file=report)
+    print(f"{total} cells, {differing} differ", file=report)
+    return 1 if differing else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", help="base URL of a benchhub service, e.g. https://benchhub.example")
+    parser.add_argument("--snapshot", help="a saved snapshot (.jsonl.gz) instead of the server's")
+    parser.add_argument("--json", action="store_true", help="print the recomputed cells as JSON on stdout")
+    args = parser.parse_args(argv)
+    if not args.server and not args.snapshot:
+        parser.error("give --server, --snapshot, or both")
+    report = sys.stderr if args.json else sys.stdout  # stdout stays pure JSON with --json
+    try:
+        return run(args, report)
+    except Unreachable as exc:
+        print(f"server unreachable: {exc}", file=report)
+        return 3
+    except BadInput as exc:
+        print(f"bad input: {exc}", file=report)
+        return 2
+    except (OSError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        print(f"bad input: {type(exc).__name__}: {exc}", file=report)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

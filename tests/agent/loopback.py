@@ -1,0 +1,119 @@
+"""A real HTTP server on 127.0.0.1 for the agent's tests: the HTTP seam, which a hostile or a stub server
+stands behind. It serves the bundled campaign as the service publishes it, lets a test craft any field,
+and answers POSTs a test defines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parents[2] / "agent" / "benchhub_agent" / "data"
+SLUG = "mv-ext-iquants"
+FIFTY_MB = 50 * 1024 * 1024
+
+
+class HostileServer:
+    """Serves a campaign manifest, the patches it names, and a 50 MB patch that counts what it sent;
+    answers POSTs from `posts` (path -> function of the body giving status and JSON) and keeps them."""
+
+    def __init__(self) -> None:
+        self.manifest: dict[str, Any] = {}
+        self.files: dict[str, bytes] = {}
+        self.big_bytes_sent = 0
+        self.posts: dict[str, Callable[[bytes], tuple[int, dict[str, Any]]]] = {}
+        self.received: list[tuple[str, bytes]] = []
+        handler = self._handler()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/api/v1/campaigns/":
+                    self._send(json.dumps({"results": [{"slug": SLUG}]}).encode(), "application/json")
+                elif self.path == f"/api/v1/campaigns/{SLUG}/":
+                    self._send(json.dumps(server.manifest).encode(), "application/json")
+                elif self.path == "/big.patch":
+                    self._stream_big()
+                elif self.path.startswith("/patches/") and self.path[9:] in server.files:
+                    self._send(server.files[self.path[9:]], "text/x-diff")
+                else:
+                    self.send_error(404)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                server.received.append((self.path, body))
+                answer = server.posts.get(self.path)
+                if answer is None:
+                    self.send_error(404)
+                    return
+                status, reply = answer(body)
+                self._send(json.dumps(reply).encode(), "application/json", status)
+
+            def _send(self, body: bytes, kind: str, status: int = 200) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _stream_big(self) -> None:
+                # No Content-Length: the agent must cut the stream itself, not trust a header.
+                self.send_response(200)
+                self.send_header("Content-Type", "text/x-diff")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                chunk = b"+" * 65536
+                try:
+                    while server.big_bytes_sent < FIFTY_MB:
+                        self.wfile.write(chunk)
+                        server.big_bytes_sent += len(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        return Handler
+
+    def serve_bundled(self) -> None:
+        """The bundled campaign as the service publishes it: patches by URL and sha256."""
+        definition = json.loads((DATA / "campaigns" / f"{SLUG}.json").read_text())
+        for variant in definition["variants"]:
+            entries = []
+            for name in variant["patches"]:
+                data = (DATA / "patches" / name).read_bytes()
+                self.files[name] = data
+                entries.append({"name": name, "sha256": hashlib.sha256(data).hexdigest(), "url": self.patch_url(name)})
+            variant["patches"] = entries
+            variant["available"] = True
+        self.manifest = definition
+
+    def patch_url(self, name: str) -> str:
+        return f"{self.url}/patches/{name}"
+
+    def add_patch(self, variant: int, name: str, data: bytes, url: str | None = None) -> None:
+        self.files[name] = data
+        entry = {"name": name, "sha256": hashlib.sha256(data).hexdigest(), "url": url or self.patch_url(name)}
+        self.manifest["variants"][variant]["patches"].append(entry)
+
+
+@contextmanager
+def running() -> Iterator[HostileServer]:
+    server = HostileServer()
+    server.serve_bundled()
+    thread = threading.Thread(target=server.httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()

@@ -142,8 +142,12 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 )
 @click.option("--backend", type=click.Choice(["auto", "metal", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("--batch-sizes", callback=_batch_sizes, help="e.g. 1,2,4,8 (default: the campaign's).")
-@click.option("--reps", type=click.IntRange(1, 50), help="Repetitions per variant (default: the campaign's).")
-@click.option("--max-reps", type=click.IntRange(1, 100), help="Cap on reps added for spread over 1% (default 2x reps).")
+@click.option(
+    "--reps", type=click.IntRange(1, 50), help="Rounds at least (default: the campaign's; under 2 is not standard)."
+)
+@click.option(
+    "--max-reps", type=click.IntRange(1, 100), help="Cap on rounds while a cell is wider than ±1% (default 10)."
+)
 @click.option("--npp", type=click.IntRange(1, 100000), help="Prompt tokens per sequence (default: the campaign's).")
 @click.option("--ntg", type=click.IntRange(1, 100000), help="Generated tokens per sequence (default: the campaign's).")
 @click.option(

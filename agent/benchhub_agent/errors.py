@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     UNTRUSTED = 11  # the campaign builds code not bundled with this agent, and no one said yes to it
     PLATFORM = 12  # this Python cannot measure this machine (x86 under Rosetta on Apple silicon)
     DECLINED = 13  # on battery or in Low Power Mode, and the run was not confirmed (answer yes, or pass --yes)
+    DEVICE = 14  # the model did not run on the device backend asked for (llama.cpp fell back to the CPU)
     INTERRUPTED = 130  # Ctrl-C
 
 

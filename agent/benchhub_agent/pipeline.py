@@ -99,7 +99,7 @@ def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettin
         ntg=options.ntg or int(defaults["ntg"]),
         batch_sizes=options.batch_sizes or tuple(int(size) for size in defaults["batch_sizes"]),
         reps=reps,
-        max_reps=max(reps, options.max_reps or 2 * reps),
+        max_reps=max(reps, options.max_reps or sweep.DEFAULT_MAX_ROUNDS),
         flash_attn=bool(defaults.get("flash_attn", True)),
         n_gpu_layers=int(defaults.get("n_gpu_layers", 99)),
         extra_args=extra_args,
@@ -176,7 +176,7 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
     variants = resolve_refs(_selected_variants(plan, options.prebuilt), plan.repo, options)
     backend = detect_backend(options.backend)
     settings = _settings(plan, options)
-    for difference in sweep.sweep_differences(settings.as_payload([]), plan.sweep):
+    for difference in sweep.planned_differences(settings, plan.sweep):
         progress.note(f"  Not the campaign's sweep ({difference}): the service will keep this result out of its cells.")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     result_dir = dirs.results / f"{stamp}-{model_facts['file_name'].removesuffix('.gguf')}"
@@ -196,12 +196,19 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
 
     progress.start(
         f"Sweep: llama-batched-bench, batch sizes {','.join(map(str, settings.batch_sizes))}, "
-        f"{settings.reps} reps, interleaved"
+        f"mirrored rounds (at least {settings.reps}, at most {settings.max_reps}) until every cell is within ±1%"
     )
-    runs, sweep_flags = sweep.run_sweep(
-        [(b.name, b.bin_dir, b.env) for b in bins], options.model_path, settings, logs, progress.update
+    runs, sweep_flags, states = sweep.run_sweep(
+        [(b.name, b.bin_dir, b.env) for b in bins],
+        options.model_path,
+        settings,
+        logs,
+        progress.update,
+        sample_state=machine.run_state,
+        require_offload=checks.DEVICES.get(backend),
     )
-    after = machine.run_state()
+    worst = sweep.worst_run_state([before, *states, machine.run_state()])
+    machine_facts.update(worst)
 
     progress.start("Generation check (greedy completions)")
     generation = checks.generation(
@@ -218,7 +225,7 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
             sweep=settings.as_payload(runs),
             correctness=correctness,
             generation=generation,
-            flags=[*sweep_flags, *checks.flags_of(correctness, generation), *run_state_flags(before, after)],
+            flags=[*sweep_flags, *checks.flags_of(correctness, generation), *run_state_flags(worst, worst)],
         )
     except SchemaViolation as error:
         raise AgentError(

@@ -1,17 +1,26 @@
-"""The interleaved, repeated batched-bench sweep and its statistics."""
+"""The interleaved batched-bench sweep: mirrored pairs of rounds until every cell is precise enough.
+
+How precise a cell is comes from precision.py (the rule the server applies to the same payload); what
+a run is worth, from what it printed: the warm-up pass is dropped, and a device run must show that the
+model went to the device.
+"""
 
 from __future__ import annotations
 
-import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .tools import parse_batched_bench_jsonl, run_tool
+from .precision import MIN_ROUNDS, high_spread
+from .tools import check_offload, parse_batched_bench_jsonl, run_tool
 
-SPREAD_LIMIT = 0.01  # rep-to-rep spread above 1% of the median asks for more reps (the original study's bar)
 CTX_ALIGN = 256
+DEFAULT_MAX_ROUNDS = 10  # 5 mirrored pairs: at the A/A noise of an H200 (3-4% per run) still short of ±1%
+DEFAULT_MAX_SECONDS = 45 * 60  # no new pair starts when it would end past this
+# llama.cpp prints its library's INFO lines (where `offloaded N/M layers to GPU` is) from verbosity 4 on.
+LOG_VERBOSITY = ("-lv", "4")
 
 
 def context_size(npp: int, ntg: int, batch_sizes: Sequence[int]) -> int:
@@ -39,6 +48,7 @@ class SweepSettings:
     n_gpu_layers: int
     extra_args: tuple[str, ...] = ()  # campaign-specific switches (schema.SWEEP_EXTRA_ARGS)
     pinned_n_ctx: int | None = None  # a campaign that states -c (as its source did) gets exactly that
+    max_seconds: float = DEFAULT_MAX_SECONDS
 
     @property
     def n_ctx(self) -> int:
@@ -78,62 +88,121 @@ def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> 
     outside = sorted(set(sweep["batch_sizes"]) - set(campaign_sweep.get("batch_sizes", sweep["batch_sizes"])))
     if outside:
         differences.append(f"batch sizes {', '.join(map(str, outside))} outside the campaign's")
+    # Settings alone (what the service keeps of a stored submission) say nothing of rounds; more rounds
+    # than the campaign's minimum are always fine.
+    rounds = len({run["rep"] for run in sweep.get("runs") or []})
+    if 0 < rounds < MIN_ROUNDS:
+        differences.append(f"{rounds} round instead of at least {MIN_ROUNDS}")
     return differences
 
 
+def planned_differences(settings: SweepSettings, campaign_sweep: dict[str, Any]) -> list[str]:
+    """sweep_differences of the sweep these settings will run, said before it runs."""
+    planned = [{"rep": rep} for rep in range(1, settings.reps + 1)]
+    return sweep_differences({**settings.as_payload([]), "runs": planned}, campaign_sweep)
+
+
 def batched_bench_args(binary: Path, model: Path, settings: SweepSettings) -> list[str]:
+    # The batch-size list twice: the first pass warms the process up (its first pass ran 6.5-18% slower
+    # on an H200, docs/method.md) and is dropped; the campaign's own -npp/-ntg are kept.
+    sizes = ",".join(map(str, settings.batch_sizes))
     return [
         str(binary),
         "-m", str(model),
         "-npp", str(settings.npp),
         "-ntg", str(settings.ntg),
-        "-npl", ",".join(map(str, settings.batch_sizes)),
+        "-npl", f"{sizes},{sizes}",
         "-c", str(settings.n_ctx),
         "-kvu",
         "-fa", "on" if settings.flash_attn else "off",
         "-ngl", str(settings.n_gpu_layers),
         *settings.extra_args,
+        *LOG_VERBOSITY,
         "--output-format", "jsonl",
     ]  # fmt: skip
 
 
-def cell_values(runs: Sequence[dict[str, Any]], key: str = "tg_tps") -> dict[tuple[str, int], list[float]]:
-    cells: dict[tuple[str, int], list[float]] = {}
-    for run in runs:
-        for row in run["rows"]:
-            cells.setdefault((run["variant"], row["batch_size"]), []).append(row[key])
-    return cells
-
-
-def spread(values: Sequence[float]) -> float | None:
-    """(max - min) / median over reps; None with fewer than two reps (nothing to compare)."""
-    if len(values) < 2:
-        return None
-    median = statistics.median(values)
-    return (max(values) - min(values)) / median if median > 0 else None
-
-
-def spread_too_high(runs: Sequence[dict[str, Any]]) -> bool:
-    return any((s := spread(values)) is not None and s > SPREAD_LIMIT for values in cell_values(runs).values())
+def measured_rows(rows: Sequence[dict[str, Any]], batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """The rows of the measured pass: each batch size's second row. A run that aborted in its warm-up
+    pass measured nothing."""
+    seen: set[int] = set()
+    kept: list[dict[str, Any]] = []
+    for row in rows:
+        size = row["batch_size"]
+        if size not in batch_sizes:
+            continue
+        if size in seen and all(size != done["batch_size"] for done in kept):
+            kept.append(row)
+        seen.add(size)
+    return kept
 
 
 def rows_missing(runs: Sequence[dict[str, Any]], batch_sizes: Sequence[int]) -> bool:
     return any(run["exit_code"] != 0 or len(run["rows"]) < len(batch_sizes) for run in runs)
 
 
+def precise_enough(runs: list[dict[str, Any]], batch_sizes: Sequence[int], baseline: str) -> bool:
+    return not high_spread({"runs": runs, "batch_sizes": list(batch_sizes)}, baseline)
+
+
+RUN_STATE_ORDER = {
+    "power_source": ("ac", "unknown", "battery"),
+    "low_power_mode": (False, None, True),
+    "thermal": ("nominal", "unknown", "pressure"),
+}
+
+
+def worst_run_state(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The worst reading of each run-state fact over the samples: one round on battery or under thermal
+    pressure is enough to taint the sweep. No reading ranks between a good one and a bad one."""
+    return {key: max((state[key] for state in states), key=order.index) for key, order in RUN_STATE_ORDER.items()}
+
+
 def _row_reporter(
-    label: str, seq: int, total_runs: int, batch_sizes: Sequence[int], report: Callable[[str, float | None], None]
+    label: str, fraction_at: Callable[[float], float], n_rows: int, report: Callable[[str, float | None], None]
 ) -> Callable[[str], None]:
-    """Shows each batch size's decode speed as batched-bench prints it, with the sweep's share done."""
+    """Shows each row's decode speed as batched-bench prints it, warm-up rows marked, with the share done."""
+    printed = 0
 
     def on_line(line: str) -> None:
+        nonlocal printed
         rows = parse_batched_bench_jsonl(line)
-        if rows and rows[0]["batch_size"] in batch_sizes:
-            done_in_run = list(batch_sizes).index(rows[0]["batch_size"]) + 1
-            fraction = (seq - 1 + done_in_run / len(batch_sizes)) / total_runs
-            report(f"{label}, batch {rows[0]['batch_size']}: {rows[0]['tg_tps']:.1f} t/s", fraction)
+        if rows:
+            printed += 1
+            stage = "warm-up, " if printed <= n_rows // 2 else ""
+            detail = f"{label}, {stage}batch {rows[0]['batch_size']}: {rows[0]['tg_tps']:.1f} t/s"
+            report(detail, fraction_at(printed / n_rows))
 
     return on_line
+
+
+@dataclass
+class _Round:
+    """What one round of the sweep needs to run and report itself."""
+
+    variants: dict[str, tuple[Path, dict[str, str]]]
+    model: Path
+    settings: SweepSettings
+    log_dir: Path
+    report: Callable[[str, float | None], None]
+    require_offload: str | None
+
+    def run(self, name: str, rep: int, seq: int, planned: int) -> dict[str, Any]:
+        bin_dir, env = self.variants[name]
+        label = f"{name} round {rep} (run {seq} of {planned})"
+        self.report(label, (seq - 1) / planned)
+        done = run_tool(
+            batched_bench_args(bin_dir / "llama-batched-bench", self.model, self.settings),
+            self.log_dir / f"batched-bench-{seq:03d}-{name}-rep{rep}",
+            env=env,
+            on_line=_row_reporter(
+                label, lambda done: (seq - 1 + done) / planned, 2 * len(self.settings.batch_sizes), self.report
+            ),
+        )
+        if self.require_offload:
+            check_offload(done.stderr, self.require_offload, name, self.settings.n_gpu_layers)
+        rows = measured_rows(parse_batched_bench_jsonl(done.stdout), self.settings.batch_sizes)
+        return {"variant": name, "rep": rep, "seq": seq, "exit_code": done.exit_code, "rows": rows}
 
 
 def run_sweep(
@@ -142,37 +211,49 @@ def run_sweep(
     settings: SweepSettings,
     log_dir: Path,
     report: Callable[[str, float | None], None],
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Runs every variant `reps` times, interleaved; while a cell spreads more than 1% and the cap allows,
-    one more interleaved round. Returns the runs (PROTOCOL 4.4) and the sweep's flags."""
+    sample_state: Callable[[], dict[str, Any]] | None = None,
+    require_offload: str | None = None,
+) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+    """Rounds in mirrored pairs (A B C, C B A), at least `reps` rounds; then more pairs until every
+    cell's 95% interval is within ±1% (precision.py), or the cap on rounds or time comes first, which
+    is what `high_spread` then says. The first variant is the baseline. `sample_state` reads the
+    machine's run state before every round; `require_offload` (a device backend's name) stops the
+    sweep when a run's log shows the model was not offloaded to it.
+
+    Returns the runs (PROTOCOL 4.4), the sweep's flags and the run-state samples."""
     names = [name for name, _, _ in variants]
-    by_name = {name: (bin_dir, env) for name, bin_dir, env in variants}
+    rounds = _Round(
+        {name: (bin_dir, env) for name, bin_dir, env in variants}, model, settings, log_dir, report, require_offload
+    )
     runs: list[dict[str, Any]] = []
+    states: list[dict[str, Any]] = []
+    started = time.monotonic()
+    # One round alone is allowed (a quick look) but is not standard; otherwise rounds come in pairs.
+    minimum = settings.reps if settings.reps < MIN_ROUNDS else settings.reps + settings.reps % 2
+    cap = max(minimum, settings.max_reps - settings.max_reps % 2)
     round_index = 0
     while True:
+        if sample_state:
+            states.append(sample_state())
+        # Planned so far: through the end of this pair of rounds (whether another follows is not known yet).
+        pair_end = round_index + 2 - round_index % 2
+        planned = (minimum if minimum < MIN_ROUNDS else max(minimum, pair_end)) * len(names)
         for name in interleaved_round(names, round_index):
-            bin_dir, env = by_name[name]
-            rep = round_index + 1
-            seq = len(runs) + 1
-            planned = settings.reps * len(names)
-            label = f"{name} rep {rep} (run {seq} of {max(planned, seq)})"
-            report(label, (seq - 1) / max(planned, seq))
-
-            args = batched_bench_args(bin_dir / "llama-batched-bench", model, settings)
-            done = run_tool(
-                args,
-                log_dir / f"batched-bench-{seq:03d}-{name}-rep{rep}",
-                env=env,
-                on_line=_row_reporter(label, seq, max(planned, seq), settings.batch_sizes, report),
-            )
-            rows = [row for row in parse_batched_bench_jsonl(done.stdout) if row["batch_size"] in settings.batch_sizes]
-            runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": done.exit_code, "rows": rows})
+            runs.append(rounds.run(name, round_index + 1, len(runs) + 1, planned))
         round_index += 1
-        if round_index >= settings.max_reps or (round_index >= settings.reps and not spread_too_high(runs)):
+        if round_index < minimum:
+            continue
+        if minimum < MIN_ROUNDS:
+            break
+        if round_index % 2:
+            continue
+        pair_seconds = (time.monotonic() - started) / (round_index / 2)
+        out_of_time = time.monotonic() - started + pair_seconds > settings.max_seconds
+        if round_index >= cap or out_of_time or precise_enough(runs, settings.batch_sizes, names[0]):
             break
     flags = []
-    if spread_too_high(runs):
+    if not precise_enough(runs, settings.batch_sizes, names[0]):  # the cap came first
         flags.append("high_spread")
     if rows_missing(runs, settings.batch_sizes):
         flags.append("sweep_row_missing")
-    return runs, flags
+    return runs, flags, states

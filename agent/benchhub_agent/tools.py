@@ -129,58 +129,95 @@ class Correctness:
     reason: str | None
 
 
-_CASE = re.compile(r"^\s+[A-Z_]+\(.*\): (.*)$")
+# A case line ends in its outcome; a failing one starts with what failed ("[MUL_MAT] ERR = 0.1 > 0.0005 ",
+# "sentinel mismatch: sent_3 "), printed on the same line before the case's name.
+# Older builds put the error after the name instead ("...): NMSE = 2.678957 FAIL").
+_CASE = re.compile(r"\b[A-Z][A-Z0-9_]*\(.*\): (?:.* )?(OK|FAIL)\s*$")
+_SUMMARY = re.compile(r"^\s+(\d+)/(\d+) tests passed")
 _BACKEND = re.compile(r"^Backend \d+/\d+: (\S+)")
 _BACKEND_STATUS = re.compile(r"^\s+Backend (\S+): (OK|FAIL)")
-# What Metal prints when a kernel does not compile, and how ggml says it gives up: the reason to show.
-_KERNEL_DID_NOT_COMPILE = re.compile(r"error compiling source|failed to compile pipeline")
+# What Metal prints when its library does not compile. On M5-class GPUs the pinned commit also compiles
+# a tensor-API probe that may fail this way and be disabled, after which every test still runs: the line
+# only means something when the device never came up to be tested.
+_KERNEL_DID_NOT_COMPILE = re.compile(
+    r"error compiling source|failed to compile pipeline|failed to initialize the Metal"
+)
 _STDERR_REASONS = re.compile(
     r"error compiling source|failed to compile pipeline|error:|GGML_ASSERT|ggml_abort|Failed to initialize|"
     r"failed to allocate"
 )
 
 
-def parse_test_backend_ops(stdout: str, stderr: str, exit_code: int, device: str) -> Correctness:
-    """Outcome of `test-backend-ops -o MUL_MAT -b <device>` for that device.
+@dataclass
+class _DeviceTally:
+    tested: bool = False
+    passed: int = 0
+    failed: int = 0
+    summary: tuple[int, int] | None = None  # (passed, run) as test-backend-ops counted them
+    status: str | None = None
 
-    `pass` needs the device to have been tested, at least one case to pass, none to fail and a clean
-    exit. A device that was skipped or absent is `not_run` (test-backend-ops still prints OK then).
-    A crash, for instance a Metal kernel of a patch that does not compile, is `fail` with the message."""
-    text = ANSI_ESCAPE.sub("", stdout)
+
+def case_outcome(line: str) -> str | None:
+    """ "OK" or "FAIL" for a line that reports a test case, None for any other line."""
+    case = _CASE.search(ANSI_ESCAPE.sub("", line))
+    return case.group(1) if case else None
+
+
+def _tally(stdout: str, device: str) -> _DeviceTally:
+    tally = _DeviceTally()
+    lines = ANSI_ESCAPE.sub("", stdout).splitlines()
     current: str | None = None
-    tested = False
-    passed = failed = 0
-    device_status: str | None = None
-    lines = text.splitlines()
+    last_summary: tuple[int, int] | None = None
     for index, line in enumerate(lines):
         backend = _BACKEND.match(line)
         if backend:
             current = backend.group(1)
             following = lines[index + 1].strip() if index + 1 < len(lines) else ""
-            tested = tested or (current == device and not following.startswith("Skipping"))
-            continue
-        if current != device:
+            tally.tested = tally.tested or (current == device and not following.startswith("Skipping"))
             continue
         status = _BACKEND_STATUS.match(line)
-        if status and status.group(1) == device:
-            device_status = status.group(2)
+        if status:
+            if status.group(1) == device:  # it names its device: enough even where the header was cut off
+                tally.tested, tally.status = True, status.group(2)
+                tally.summary = tally.summary or last_summary
+            current = None
             continue
-        case = _CASE.match(line)
-        if case:
-            outcome = case.group(1).strip()
-            if outcome.endswith("OK"):
-                passed += 1
-            elif outcome.endswith("FAIL"):
-                failed += 1
-    crashed = exit_code != 0 and (tested or exit_code > 128)
-    crashed = crashed or bool(_KERNEL_DID_NOT_COMPILE.search(stderr))
-    if not tested and not crashed:
+        summary = _SUMMARY.match(line)
+        if summary:
+            last_summary = (int(summary.group(1)), int(summary.group(2)))
+            if current == device:
+                tally.summary = last_summary
+            continue
+        outcome = case_outcome(line)
+        if outcome and current == device:
+            if outcome == "OK":
+                tally.passed += 1
+            else:
+                tally.failed += 1
+    if tally.summary and tally.passed + tally.failed < tally.summary[1]:
+        # Its own count covers the case lines that were lost (a log quoted or cut in the middle).
+        tally.passed, tally.failed = tally.summary[0], tally.summary[1] - tally.summary[0]
+    return tally
+
+
+def parse_test_backend_ops(stdout: str, stderr: str, exit_code: int, device: str) -> Correctness:
+    """Outcome of `test-backend-ops -o MUL_MAT -b <device>` for that device.
+
+    `pass` needs the device to have been tested, at least one case to pass, none to fail and a clean
+    exit. A device that was skipped or absent is `not_run` (test-backend-ops still prints OK then),
+    unless stderr says why it never came up: a Metal library that does not compile (a patch's kernel)
+    is `fail` with the message. A crash is `fail` too."""
+    tally = _tally(stdout, device)
+    crashed = exit_code != 0 and (tally.tested or exit_code > 128)
+    did_not_compile = not tally.tested and bool(_KERNEL_DID_NOT_COMPILE.search(stderr))
+    if not tally.tested and not crashed and not did_not_compile:
         return Correctness("not_run", 0, 0, f"test-backend-ops found no {device} device to test in this build")
-    if failed or crashed or device_status == "FAIL":
-        return Correctness("fail", passed, failed, _failure_reason(stderr, exit_code, failed))
-    if passed == 0:
+    if tally.failed or crashed or did_not_compile or tally.status == "FAIL":
+        reason = _failure_reason(stderr, exit_code, tally.failed)
+        return Correctness("fail", tally.passed, tally.failed, reason)
+    if tally.passed == 0:
         return Correctness("not_run", 0, 0, f"no MUL_MAT case is supported on {device}")
-    return Correctness("pass", passed, 0, None)
+    return Correctness("pass", tally.passed, 0, None)
 
 
 def _failure_reason(stderr: str, exit_code: int, failed: int) -> str:
@@ -214,3 +251,31 @@ def parse_version(stderr: str) -> tuple[str | None, str | None]:
     version = _VERSION.search(stderr)
     built = _BUILT_WITH.search(stderr)
     return (version.group(2) if version else None, built.group(1) if built else None)
+
+
+_OFFLOADED = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+
+
+def parse_offload(stderr: str) -> tuple[int, int] | None:
+    """(layers offloaded, layers offloadable) from a tool's log at verbosity 4 or more; None when the
+    log has no such line, which is what a build without a GPU backend prints (it never tries)."""
+    found = _OFFLOADED.findall(ANSI_ESCAPE.sub("", stderr))
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def check_offload(stderr: str, device: str, variant: str, n_gpu_layers: int = 99) -> None:
+    """Stops a run whose model did not go to the device: `-ngl` falls back to the CPU without a word
+    when the device backend is missing or does not come up, and CPU numbers must not be published as
+    the device's."""
+    offload = parse_offload(stderr)
+    if offload is None:
+        seen = "no GPU offload at all"
+    elif offload[0] >= min(n_gpu_layers, offload[1]) > 0:
+        return
+    else:
+        seen = f"{offload[0]}/{offload[1]} layers offloaded"
+    raise AgentError(
+        ExitCode.DEVICE,
+        f"Variant {variant} ran on the CPU, not on {device} (its llama.cpp log shows {seen}): "
+        "this build or machine cannot drive the device, so its numbers would be mislabelled.",
+    )

@@ -1,13 +1,22 @@
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
+from typing import Any
 
+import pytest
 from benchhub_agent import sweep
+from benchhub_agent.errors import AgentError, ExitCode
 from benchhub_agent.report import cells, table
 from benchhub_agent.sweep import SweepSettings
+from benchhub_agent.tools import check_offload, parse_batched_bench_jsonl
 
-REFERENCE = Path(__file__).parent / "fixtures" / "cpu"
+FIXTURES = Path(__file__).parent / "fixtures"
+REFERENCE = FIXTURES / "cpu"
+# A real H200 process given the batch-size list three times (-npl 1,2,4,8,1,2,4,8,1,2,4,8).
+THRICE = FIXTURES / "cuda-h200" / "bb-npl-thrice.jsonl"
+CAMPAIGN_SWEEP = {"npp": 128, "ntg": 32, "flash_attn": True, "n_gpu_layers": 99, "batch_sizes": [1, 2, 4], "reps": 2}
 
 
 def replaying_tool(folder: Path, stdout: Path, exit_code: int) -> Path:
@@ -16,6 +25,24 @@ def replaying_tool(folder: Path, stdout: Path, exit_code: int) -> Path:
     tool = folder / "llama-batched-bench"
     tool.write_text(f"#!/bin/sh\ncat '{stdout}'\nexit {exit_code}\n")
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return folder
+
+
+def noisy_tool(folder: Path, speeds: list[float]) -> Path:
+    """A stand-in whose n-th call prints the real H200 rows with every decode speed scaled by speeds[n]."""
+    folder.mkdir(parents=True)
+    for index, factor in enumerate(speeds):
+        lines = []
+        for line in filter(None, THRICE.read_text().splitlines()):
+            record = json.loads(line)
+            record["speed_tg"] *= factor
+            lines.append(json.dumps(record))
+        (folder / f"out{index}").write_text("\n".join(lines) + "\n")
+    tool = folder / "llama-batched-bench"
+    counter = folder / "count"
+    count = f"n=$(cat '{counter}' 2>/dev/null || echo 0); echo $((n+1)) > '{counter}'"
+    tool.write_text(f"#!/bin/sh\n{count}\ncat '{folder}/out'$n\n")
+    tool.chmod(0o755)
     return folder
 
 
@@ -38,29 +65,39 @@ def test_it_alternates_the_order_of_variants_each_round() -> None:
     assert sweep.interleaved_round(["A", "B", "C"], 1) == ["C", "B", "A"]
 
 
-def test_it_measures_spread_only_with_two_reps_or_more() -> None:
-    assert sweep.spread([100.0]) is None
-    assert sweep.spread([99.0, 101.0]) == 0.02
-
-
-def test_it_passes_the_sweep_settings_to_batched_bench() -> None:
+def test_it_gives_batched_bench_the_batch_sizes_twice_with_the_campaigns_npp_and_ntg() -> None:
     args = sweep.batched_bench_args(Path("/b/llama-batched-bench"), Path("m.gguf"), settings(batch_sizes=(1, 2, 16)))
-    assert args[args.index("-npl") + 1] == "1,2,16"
+    assert args[args.index("-npl") + 1] == "1,2,16,1,2,16"
+    assert (args[args.index("-npp") + 1], args[args.index("-ntg") + 1]) == ("128", "32")
     assert args[args.index("-c") + 1] == str(sweep.context_size(128, 32, [1, 2, 16]))
     assert args[args.index("-fa") + 1] == "on" and "-kvu" in args
+    assert args[args.index("-lv") + 1] == "4"  # the library's INFO lines: where offloading is said
     assert args[-2:] == ["--output-format", "jsonl"]
 
 
-def test_it_runs_interleaved_and_records_an_abort_with_its_rows_and_exit_code(tmp_path: Path) -> None:
-    good = replaying_tool(tmp_path / "good", REFERENCE / "batched-bench.jsonl.stdout", 0)
+def test_it_keeps_the_second_pass_and_drops_the_warm_up() -> None:
+    rows = parse_batched_bench_jsonl(THRICE.read_text())
+    kept = sweep.measured_rows(rows, [1, 2, 4])
+    assert [row["batch_size"] for row in kept] == [1, 2, 4]
+    assert kept == rows[4:7]
+    # The warm-up is what the issue measured: slower than the passes after it in the same process.
+    assert rows[1]["tg_tps"] < kept[1]["tg_tps"]
+    aborted = parse_batched_bench_jsonl((REFERENCE / "batched-bench.ctx-too-small.stdout").read_text())
+    assert aborted and sweep.measured_rows(aborted, [1, 2, 16]) == []  # it died in its warm-up
+
+
+def test_it_runs_mirrored_rounds_and_records_an_abort_with_its_exit_code(tmp_path: Path) -> None:
+    good = replaying_tool(tmp_path / "good", THRICE, 0)
     aborting = replaying_tool(tmp_path / "bad", REFERENCE / "batched-bench.ctx-too-small.stdout", 134)
     seen: list[str] = []
-    runs, flags = sweep.run_sweep(
+    states = iter([{"n": 1}, {"n": 2}])
+    runs, flags, sampled = sweep.run_sweep(
         [("upstream", good, {}), ("01", aborting, {"GGML_X": "1"})],
         Path("m.gguf"),
         settings(),
         tmp_path / "logs",
         lambda detail, fraction: seen.append(detail),
+        sample_state=lambda: next(states),
     )
     assert [(run["variant"], run["rep"], run["seq"]) for run in runs] == [
         ("upstream", 1, 1),
@@ -68,46 +105,84 @@ def test_it_runs_interleaved_and_records_an_abort_with_its_rows_and_exit_code(tm
         ("01", 2, 3),
         ("upstream", 2, 4),
     ]
-    assert runs[1]["exit_code"] == 134 and [row["batch_size"] for row in runs[1]["rows"]] == [1, 2]
+    assert sampled == [{"n": 1}, {"n": 2}]  # one reading before every round
+    assert runs[1]["exit_code"] == 134 and runs[1]["rows"] == []
     assert [row["batch_size"] for row in runs[0]["rows"]] == [1, 2, 4]  # rows outside the sweep are dropped
-    assert flags == ["sweep_row_missing"]  # identical replays: no spread
-    assert any("upstream rep 1" in detail and "batch 4: 120.1 t/s" in detail for detail in seen)
+    assert flags == ["high_spread", "sweep_row_missing"]  # 01 has no cell at all: nothing is precise
+    assert any("upstream round 1" in detail and "warm-up, batch 1" in detail for detail in seen)
     assert (tmp_path / "logs" / "batched-bench-002-01-rep1.cmd").read_text().startswith("GGML_X=1 ")
 
 
-def test_it_adds_reps_while_the_spread_stays_high_up_to_the_cap(tmp_path: Path) -> None:
-    first = replaying_tool(tmp_path / "a", REFERENCE / "batched-bench.jsonl.stdout", 0)
-    second = replaying_tool(tmp_path / "b", REFERENCE.parent / "cuda-h200" / "bb-cuda-IQ2_XXS.jsonl", 0)
-    # One variant alternating between two real outputs whose batch-1 rows differ far beyond 1%.
-    flip = tmp_path / "flip"
-    flip.mkdir()
-    tool = flip / "llama-batched-bench"
-    counter = tmp_path / "count"
-    tool.write_text(
-        f"#!/bin/sh\nn=$(cat '{counter}' 2>/dev/null || echo 0); echo $((n+1)) > '{counter}'\n"
-        f"if [ $((n % 2)) -eq 0 ]; then exec '{first}/llama-batched-bench'; fi\n"
-        f"exec '{second}/llama-batched-bench'\n"
+def test_it_stops_after_two_rounds_when_every_cell_is_within_the_target(tmp_path: Path) -> None:
+    base = noisy_tool(tmp_path / "a", [1.000, 1.000, 1.0, 1.0])
+    new = noisy_tool(tmp_path / "b", [1.200, 1.201, 1.2, 1.2])
+    runs, flags, _ = sweep.run_sweep(
+        [("A", base, {}), ("B", new, {})], Path("m"), settings(max_reps=10), tmp_path / "l", lambda *_: None
     )
-    tool.chmod(0o755)
-    runs, flags = sweep.run_sweep(
-        [("upstream", flip, {})],
-        Path("m.gguf"),
-        settings(reps=2, max_reps=4, batch_sizes=(1,)),
-        tmp_path / "logs",
-        lambda detail, fraction: None,
-    )
-    assert len(runs) == 4
-    assert "high_spread" in flags
+    assert len({run["rep"] for run in runs}) == 2 and flags == []
 
 
-def test_it_shows_the_seed_format_with_spread() -> None:
-    runs = [
-        {"variant": "upstream", "rep": 1, "seq": 1, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 148.0}]},
-        {"variant": "01", "rep": 1, "seq": 2, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 209.0}]},
-        {"variant": "01", "rep": 2, "seq": 3, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 210.8}]},
-        {"variant": "upstream", "rep": 2, "seq": 4, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 148.0}]},
-    ]
-    payload = {
+def test_it_adds_mirrored_pairs_while_a_cell_is_wide_and_flags_the_cap(tmp_path: Path) -> None:
+    noise = [1.0, 1.05, 0.96, 1.03, 0.98, 1.04, 0.95, 1.02]
+    base = noisy_tool(tmp_path / "a", [1.0] * 8)
+    new = noisy_tool(tmp_path / "b", noise)
+    runs, flags, _ = sweep.run_sweep(
+        [("A", base, {}), ("B", new, {})], Path("m"), settings(max_reps=7), tmp_path / "l", lambda *_: None
+    )
+    assert [run["variant"] for run in runs][4:8] == ["A", "B", "B", "A"]  # the third pair, mirrored
+    assert len({run["rep"] for run in runs}) == 6  # the cap rounds down to whole pairs
+    assert flags == ["high_spread"]
+
+
+def test_it_stops_adding_pairs_when_the_next_would_end_past_the_time_cap(tmp_path: Path) -> None:
+    base = noisy_tool(tmp_path / "a", [1.0] * 8)
+    new = noisy_tool(tmp_path / "b", [1.0, 1.05, 0.96, 1.03, 0.98, 1.04, 0.95, 1.02])
+    hurried = SweepSettings(
+        npp=128, ntg=32, batch_sizes=(1, 2), reps=2, max_reps=8, flash_attn=True, n_gpu_layers=99, max_seconds=0.001
+    )
+    runs, flags, _ = sweep.run_sweep([("A", base, {}), ("B", new, {})], Path("m"), hurried, tmp_path / "l", print)
+    assert len({run["rep"] for run in runs}) == 2 and "high_spread" in flags
+
+
+def test_it_runs_one_round_when_asked_and_says_that_is_not_standard(tmp_path: Path) -> None:
+    good = replaying_tool(tmp_path / "good", THRICE, 0)
+    runs, flags, _ = sweep.run_sweep(
+        [("A", good, {}), ("B", good, {})], Path("m"), settings(reps=1, max_reps=10), tmp_path / "l", lambda *_: None
+    )
+    assert len(runs) == 2 and "high_spread" in flags
+    assert sweep.planned_differences(settings(reps=1), CAMPAIGN_SWEEP) == ["1 round instead of at least 2"]
+    assert sweep.sweep_differences(settings().as_payload(runs), CAMPAIGN_SWEEP) == ["1 round instead of at least 2"]
+
+
+def test_it_keeps_a_run_with_more_rounds_than_the_campaign_asks_standard() -> None:
+    runs = [{"variant": v, "rep": rep, "rows": []} for rep in range(1, 7) for v in ("A", "B")]
+    assert sweep.planned_differences(settings(reps=2, max_reps=10), CAMPAIGN_SWEEP) == []
+    assert sweep.sweep_differences(settings().as_payload(runs), CAMPAIGN_SWEEP) == []
+    # The service's page passes a stored submission's settings without its runs: no rounds to judge.
+    stored = {key: value for key, value in settings().as_payload([]).items() if key != "runs"}
+    assert sweep.sweep_differences(stored, CAMPAIGN_SWEEP) == []
+
+
+def test_it_records_the_worst_run_state_of_the_sweep() -> None:
+    good = {"power_source": "ac", "low_power_mode": False, "thermal": "nominal"}
+    assert sweep.worst_run_state([good, good]) == good
+    states = [good, {"power_source": "unknown", "low_power_mode": None, "thermal": "pressure"}, good]
+    assert sweep.worst_run_state(states) == {"power_source": "unknown", "low_power_mode": None, "thermal": "pressure"}
+    on_battery = {**good, "power_source": "battery", "low_power_mode": True}
+    assert sweep.worst_run_state([good, on_battery])["power_source"] == "battery"
+
+
+def test_it_stops_a_device_run_whose_model_stayed_on_the_cpu(tmp_path: Path) -> None:
+    good = replaying_tool(tmp_path / "good", THRICE, 0)  # its stderr is empty: no sign of any offload
+    with pytest.raises(AgentError) as error:
+        sweep.run_sweep(
+            [("A", good, {})], Path("m"), settings(), tmp_path / "l", lambda *_: None, require_offload="MTL0"
+        )
+    assert error.value.code == ExitCode.DEVICE and "not on MTL0" in error.value.message
+
+
+def _payload(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         "variants": [
             {"name": "upstream", "commit": "0c1e57098bba" + "0" * 28},
             {"name": "01", "commit": "0c1e57098bba" + "0" * 28},
@@ -119,7 +194,46 @@ def test_it_shows_the_seed_format_with_spread() -> None:
         "generation": [],
         "flags": [],
     }
-    text = table(payload)
-    assert "148.0→209.9 (+42%) ±0.9%" in text
-    patched = next(cell for cell in cells(payload) if cell["variant"] == "01")
-    assert patched["n_reps"] == 2 and round(patched["speedup"], 3) == round(209.9 / 148.0, 3)
+
+
+def test_it_shows_the_seed_format_with_the_half_width_of_the_interval() -> None:
+    runs = [
+        {"variant": "upstream", "rep": 1, "seq": 1, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 148.0}]},
+        {"variant": "01", "rep": 1, "seq": 2, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 209.0}]},
+        {"variant": "01", "rep": 2, "seq": 3, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 210.8}]},
+        {"variant": "upstream", "rep": 2, "seq": 4, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 148.0}]},
+    ]
+    text = table(_payload(runs))
+    assert "148.0→209.9 (+42%) ±5.6%" in text  # two rounds: t with 1 degree of freedom is wide
+    patched = next(cell for cell in cells(_payload(runs)) if cell["variant"] == "01")
+    assert patched["n_rounds"] == 2 and round(patched["speedup"], 4) == round(209.9 / 148.0, 4)
+
+
+def test_it_reads_a_real_cpu_run_given_the_list_twice_at_verbosity_4(recorded: Any) -> None:
+    # llama.cpp 0c1e570, CPU build, Gemma 3 270M IQ2_XXS, `-npl 1,2,4,1,2,4 -lv 4` (fixtures/README.md).
+    stdout = recorded("cpu/batched-bench.warmup-lv4.stdout")
+    assert all(line.startswith("{") for line in stdout.splitlines() if line)  # -lv 4 writes its lines to stderr only
+    rows = parse_batched_bench_jsonl(stdout)
+    assert [row["batch_size"] for row in sweep.measured_rows(rows, [1, 2, 4])] == [1, 2, 4]
+    assert sweep.measured_rows(rows, [1, 2, 4])[0] == rows[3]
+    # A CPU build at -ngl 99 says nothing of offloading: on a device backend that stops the run.
+    with pytest.raises(AgentError) as error:
+        check_offload(recorded("cpu/batched-bench.warmup-lv4.stderr"), "CUDA0", "upstream")
+    assert error.value.code == ExitCode.DEVICE
+
+
+def test_it_calls_the_generation_check_inconclusive_where_the_baseline_loops_too() -> None:
+    def entry(variant: str, prompt: str, degenerate: bool, identical: bool) -> dict[str, Any]:
+        return {"variant": variant, "prompt_id": prompt, "degenerate": degenerate, "identical_to_baseline": identical}
+
+    payload = _payload([])
+    payload["generation"] = [
+        entry("upstream", "ocean", True, True),
+        entry("upstream", "code", False, True),
+        entry("01", "ocean", True, True),
+        entry("01", "code", True, False),
+    ]
+    lines = table(payload).splitlines()
+    assert any(line.startswith("upstream at") and "generation 1/2 degenerate, 2/2 identical" in line for line in lines)
+    patched = next(line for line in lines if line.startswith("01 at"))
+    assert "generation 1/1 degenerate, 1 inconclusive (the baseline loops there too), 1/2 identical" in patched

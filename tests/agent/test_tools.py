@@ -5,6 +5,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from benchhub_agent import tools
 from benchhub_agent.errors import AgentError, ExitCode
 from benchhub_agent.tools import (
     parse_batched_bench_jsonl,
@@ -131,3 +132,60 @@ def test_it_names_a_missing_binary(tmp_path: Path) -> None:
     with pytest.raises(AgentError) as caught:
         run_tool([str(tmp_path / "nope")], tmp_path / "x")
     assert caught.value.code == ExitCode.MISSING_TOOL
+
+
+METAL = Path(__file__).parent / "fixtures" / "metal"
+
+
+def test_it_counts_failing_cases_whatever_is_printed_before_or_after_their_name() -> None:
+    # Real lines (fixtures/metal/SOURCE.md): the error before the name, and after it (2023, Metal).
+    prefixed = (METAL / "tbo-musa-prefixed-fail.lines").read_text().splitlines()
+    suffixed = (METAL / "tbo-metal-2023-nmse.lines").read_text().splitlines()
+    assert [tools.case_outcome(line) for line in prefixed] == ["FAIL", "FAIL"]
+    assert [tools.case_outcome(line) for line in suffixed] == ["OK", "FAIL", "FAIL"]
+    # The pinned commit's own failure lines, built from its format strings (test-backend-ops.cpp at 0c1e570).
+    name = "MUL_MAT(type_a=iq2_xxs,type_b=f32,m=16,n=3,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1)"
+    assert tools.case_outcome(f"[MUL_MAT] ERR = 0.012345678 > 0.000500000   {name}: \x1b[1;31mFAIL\x1b[0m") == "FAIL"
+    assert tools.case_outcome(f"sentinel mismatch: sent_3   {name}: \x1b[1;31mFAIL\x1b[0m") == "FAIL"
+    assert tools.case_outcome(f"  {name}: not supported [MTL0] ") is None
+    assert tools.case_outcome(f"  {name}") is None  # a name in the "Failing tests:" list
+
+
+def test_it_counts_failures_in_a_real_run_with_an_err_line(recorded: Recorded) -> None:
+    stdout = recorded("cuda-h200/tbo-cuda-mulmat.stdout").splitlines()
+    index = next(i for i, line in enumerate(stdout) if tools.case_outcome(line) == "OK")
+    stdout[index] = "[MUL_MAT] ERR = 0.012345678 > 0.000500000 " + stdout[index].replace("OK", "FAIL")
+    result = parse_test_backend_ops("\n".join(stdout), "", 0, "CUDA0")
+    assert (result.status, result.failed) == ("fail", 1)
+
+
+def test_it_fails_the_m5_max_run_that_reported_one_failing_case() -> None:
+    stdout = (METAL / "tbo-m5max-one-fail.tail.stdout").read_text()
+    result = parse_test_backend_ops(stdout, "", 1, "MTL0")
+    assert (result.status, result.passed, result.failed) == ("fail", 1155, 1)
+
+
+def test_it_passes_a_run_whose_stderr_has_the_m5_tensor_probe_compile_error(recorded: Recorded) -> None:
+    # The M5 Max probe's stderr (real) beside a real run in which every case passed (CUDA0 here: no full
+    # passing Metal log was found posted): the probe's failure is no failure of the tests.
+    probe = (METAL / "m5max-tensor-probe.stderr").read_text()
+    result = parse_test_backend_ops(recorded("cuda-h200/tbo-cuda-mulmat.stdout"), probe, 0, "CUDA0")
+    assert (result.status, result.passed, result.failed) == ("pass", 122, 0)
+    # Where the device never came up, the same line is the reason it did not: a failure.
+    untested = parse_test_backend_ops(recorded("cpu/test-backend-ops.cpu-only.stdout"), probe, 0, "MTL0")
+    assert untested.status == "fail" and "error compiling source" in (untested.reason or "")
+
+
+def test_it_reads_how_many_layers_went_to_the_device(recorded: Recorded) -> None:
+    assert tools.parse_offload((METAL / "offload-m2pro-all.stderr").read_text()) == (66, 66)
+    assert tools.parse_offload((METAL / "offload-none.stderr").read_text()) == (0, 33)
+    # The pinned commit at its default verbosity prints no load_tensors line at all, even on CUDA.
+    assert tools.parse_offload(recorded("cuda-h200/completion-random.stderr")) is None
+
+
+def test_it_stops_a_device_run_unless_every_layer_was_offloaded(recorded: Recorded) -> None:
+    tools.check_offload((METAL / "offload-m2pro-all.stderr").read_text(), "MTL0", "01")
+    for stderr in ((METAL / "offload-none.stderr").read_text(), recorded("cuda-h200/completion-random.stderr")):
+        with pytest.raises(AgentError) as error:
+            tools.check_offload(stderr, "MTL0", "01")
+        assert error.value.code == ExitCode.DEVICE and error.value.message.startswith("Variant 01 ran on the CPU")

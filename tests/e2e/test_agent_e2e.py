@@ -21,6 +21,7 @@ import pytest
 import requests
 from benchhub_agent import build, campaign, source
 from benchhub_agent.dirs import home
+from benchhub_agent.sweep import measured_rows
 from benchhub_agent.tools import parse_batched_bench_jsonl, run_tool
 from django.core.management import call_command
 
@@ -31,7 +32,7 @@ TARBALL = FIXTURES / "llama.cpp-0c1e570.tar.gz"
 GEMMA_Q4 = FIXTURES / "gemma-3-270m-q4_k_m.gguf"
 GEMMA_IQ2 = FIXTURES / "gemma-3-270m-IQ2_XXS.gguf"
 AGENT_HOME = FIXTURES / "agent-home"
-BATCH_SIZES = (1, 2)  # at the campaign's npp 128 and ntg 64, CPU decoding is slow: two sizes, one rep
+BATCH_SIZES = (1, 2)  # at the campaign's npp 128 and ntg 64, CPU decoding is slow: two sizes, one pair of rounds
 QUANT_TOOLS = ("llama-quantize", "llama-imatrix")
 
 
@@ -114,7 +115,7 @@ def medians_printed_by_the_tool(logs: Path) -> dict[tuple[str, int], float]:
     values: dict[tuple[str, int], list[float]] = {}
     for stdout in sorted(logs.glob("batched-bench-*.stdout")):
         variant = stdout.name.split("-", 3)[3].rsplit("-rep", 1)[0]
-        for row in parse_batched_bench_jsonl(stdout.read_text()):
+        for row in measured_rows(parse_batched_bench_jsonl(stdout.read_text()), BATCH_SIZES):  # warm-up dropped
             values.setdefault((variant, row["batch_size"]), []).append(row["tg_tps"])
     return {key: statistics.median(reps) for key, reps in values.items()}
 
@@ -139,11 +140,11 @@ def test_it_builds_measures_signs_and_publishes_a_real_run(agent_home: Path, liv
         "--batch-sizes",
         ",".join(map(str, BATCH_SIZES)),
         # The campaign's npp/ntg (other settings would be flagged nonstandard_sweep and kept out of the
-        # cells); one rep and three batch sizes keep it fast.
+        # cells); one mirrored pair of rounds (fewer is never standard) and two batch sizes keep it fast.
         "--reps",
-        "1",
+        "2",
         "--max-reps",
-        "1",
+        "2",
         "--gen-tokens",
         "32",
         "--label",
@@ -181,7 +182,7 @@ def test_it_builds_measures_signs_and_publishes_a_real_run(agent_home: Path, liv
     assert all(entry["identical_to_baseline"] for entry in payload["generation"])
     assert all(entry["n_tokens"] > 0 for entry in payload["generation"])
     assert "variant_output_mismatch" not in payload["flags"] and "correctness_failed" not in payload["flags"]
-    assert len(payload["sweep"]["runs"]) == 3 and all(run["exit_code"] == 0 for run in payload["sweep"]["runs"])
+    assert len(payload["sweep"]["runs"]) == 6 and all(run["exit_code"] == 0 for run in payload["sweep"]["runs"])
     assert submission["id"] == summary["id"] and "nonstandard_sweep" not in submission["flags"]
 
     printed = medians_printed_by_the_tool(logs)

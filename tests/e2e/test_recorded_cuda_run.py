@@ -4,7 +4,7 @@ The recording (tests/agent/fixtures/cuda-h200-run/README.md says how it was made
 tool logs, the signed result and the throwaway key that signed it. Replaying shows that the
 parsers turn those logs into exactly the numbers that were signed, that correctness was a real
 CUDA0 pass (not `not_run`), and that the signed result travels through the real `upload` command
-to a live server whose leaderboard then carries the CUDA rows at the medians of the reps.
+to a live server whose leaderboard then carries the CUDA rows at their median round-paired ratios.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 import requests
-from benchhub_agent import envelope, keys
+from benchhub_agent import campaign, envelope, keys, precision
 from benchhub_agent.cli import main
+from benchhub_agent.sweep import sweep_differences
 from benchhub_agent.tools import parse_batched_bench_jsonl, parse_test_backend_ops
 from click.testing import CliRunner
 from django.core.management import call_command
@@ -85,11 +86,19 @@ def test_it_uploads_the_recorded_result_and_the_leaderboard_shows_the_cuda_rows(
     rows = [row for row in requests.get(url, timeout=30).json()["rows"] if row["chip"] == PAYLOAD["machine"]["chip"]]
     baseline = _medians("upstream")
     for variant in ("01", "01+02"):
-        mine = _medians(variant)
         cells = {row["batch_size"]: row for row in rows if row["variant"] == variant}
-        assert sorted(cells) == sorted(mine)
+        assert sorted(cells) == sorted(_medians(variant))
         for size, cell in cells.items():
+            # Cells v2 (PROTOCOL 5.1): the median of the round-paired ratios, and t/s = baseline x speedup.
+            speedup = statistics.median(precision.round_ratios(PAYLOAD["sweep"]["runs"], variant, "upstream", size))
             assert cell["n_submissions"] == 1
-            assert cell["tg_tps"] == pytest.approx(mine[size])
+            assert cell["speedup"] == pytest.approx(speedup)
             assert cell["baseline_tg_tps"] == pytest.approx(baseline[size])
-            assert cell["speedup"] == pytest.approx(mine[size] / baseline[size])
+            assert cell["tg_tps"] == pytest.approx(baseline[size] * speedup)
+
+
+def test_it_reads_the_recorded_run_as_standard_and_imprecise_by_the_shared_rule() -> None:
+    # 4 rounds where the campaign asks for at least 2: standard. At 2-30% spread, no cell reached ±1%.
+    assert sweep_differences(PAYLOAD["sweep"], campaign.bundled("mv-ext-iquants").sweep) == []
+    assert precision.high_spread(PAYLOAD["sweep"], PAYLOAD["variants"][0]["name"])
+    assert "high_spread" in PAYLOAD["flags"]

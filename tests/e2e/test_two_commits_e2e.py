@@ -82,7 +82,7 @@ def campaign_definition(repo: str, first: str) -> dict[str, Any]:
             "flash_attn": True,
             "n_gpu_layers": 99,
             "batch_sizes": [1, 2],
-            "reps": 1,
+            "reps": 2,
             "extra_args": ["-pps"],
         },
         "correctness": {"tool": "test-backend-ops", "op": "MUL_MAT"},
@@ -123,7 +123,7 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
             "--backend",
             "cpu",
             "--max-reps",
-            "1",
+            "2",
             "--gen-tokens",
             "16",
             "--handle",
@@ -142,7 +142,7 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
         assert [(v["name"], v["commit"]) for v in payload["variants"]] == [("base", first), ("pr-1", second)]
         assert payload["sweep"]["extra_args"] == ["-pps"] and payload["sweep"]["n_ctx"] == 2048
         commands = sorted(logs.glob("batched-bench-*.cmd"))
-        assert len(commands) == 2 and all(" -pps " in path.read_text() for path in commands)
+        assert len(commands) == 4 and all(" -pps " in path.read_text() for path in commands)
         assert all(" -c 2048 " in path.read_text() for path in commands)
         # The trivial commit changed one file: its build in the shared tree recompiled that file alone.
         assert [line.rsplit("/", 1)[-1] for line in build_log_compiles(logs / "build-pr-1.log")] == ["main.cpp.o"]

@@ -207,7 +207,7 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
         sample_state=machine.run_state,
         require_offload=checks.DEVICES.get(backend),
     )
-    worst = sweep.worst_run_state([before, *states, machine.run_state()])
+    worst = machine.worst_run_state([before, *states, machine.run_state()])
     machine_facts.update(worst)
 
     progress.start("Generation check (greedy completions)")

@@ -145,19 +145,6 @@ def precise_enough(runs: list[dict[str, Any]], batch_sizes: Sequence[int], basel
     return not high_spread({"runs": runs, "batch_sizes": list(batch_sizes)}, baseline)
 
 
-RUN_STATE_ORDER = {
-    "power_source": ("ac", "unknown", "battery"),
-    "low_power_mode": (False, None, True),
-    "thermal": ("nominal", "unknown", "pressure"),
-}
-
-
-def worst_run_state(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The worst reading of each run-state fact over the samples: one round on battery or under thermal
-    pressure is enough to taint the sweep. No reading ranks between a good one and a bad one."""
-    return {key: max((state[key] for state in states), key=order.index) for key, order in RUN_STATE_ORDER.items()}
-
-
 def _row_reporter(
     label: str, fraction_at: Callable[[float], float], n_rows: int, report: Callable[[str, float | None], None]
 ) -> Callable[[str], None]:

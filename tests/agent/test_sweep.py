@@ -163,15 +163,6 @@ def test_it_keeps_a_run_with_more_rounds_than_the_campaign_asks_standard() -> No
     assert sweep.sweep_differences(stored, CAMPAIGN_SWEEP) == []
 
 
-def test_it_records_the_worst_run_state_of_the_sweep() -> None:
-    good = {"power_source": "ac", "low_power_mode": False, "thermal": "nominal"}
-    assert sweep.worst_run_state([good, good]) == good
-    states = [good, {"power_source": "unknown", "low_power_mode": None, "thermal": "pressure"}, good]
-    assert sweep.worst_run_state(states) == {"power_source": "unknown", "low_power_mode": None, "thermal": "pressure"}
-    on_battery = {**good, "power_source": "battery", "low_power_mode": True}
-    assert sweep.worst_run_state([good, on_battery])["power_source"] == "battery"
-
-
 def test_it_stops_a_device_run_whose_model_stayed_on_the_cpu(tmp_path: Path) -> None:
     good = replaying_tool(tmp_path / "good", THRICE, 0)  # its stderr is empty: no sign of any offload
     with pytest.raises(AgentError) as error:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from benchhub.results import stats
-from benchhub.results.models import CellGroup, LeaderboardCell, Measurement, Submission
+from benchhub.results.models import Campaign, CellGroup, Headline, LeaderboardCell, Measurement, Submission
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +84,9 @@ ROW_FIELDS = (
 NOT_IN_CELLS = (Measurement.Excluded.NONSTANDARD, Measurement.Excluded.WITHDRAWN)
 
 
-def compute_cells(group: Group) -> list[LeaderboardCell]:
-    """Every cell of the group, from all of its measurements (PROTOCOL.md 5.1)."""
+def compute_cells(group: Group) -> tuple[list[LeaderboardCell], list[Headline]]:
+    """Every cell of the group, from all of its measurements (PROTOCOL.md 5.1), and each variant's
+    headline over the campaign's batch sizes 2-8."""
     rows: dict[tuple[str, int], list[stats.Row]] = defaultdict(list)
     excluded: dict[tuple[str, int], dict[str, int]] = {}
     named_by: dict[tuple[str, int], tuple[object, str, str]] = {}
@@ -139,7 +141,33 @@ def compute_cells(group: Group) -> list[LeaderboardCell]:
                 excluded=counts,
             )
         )
-    return cells
+    return cells, _headlines(group, rows)
+
+
+def _headlines(group: Group, rows: dict[tuple[str, int], list[stats.Row]]) -> list[Headline]:
+    sweep = Campaign.objects.only("definition").get(pk=group.campaign_id).definition["sweep"]
+    sizes = sorted(size for size in sweep["batch_sizes"] if Headline.FROM_BATCH <= size <= Headline.TO_BATCH)
+    by_machine: dict[str, dict[Hashable, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    for (variant, batch_size), cell_rows in rows.items():
+        for row in cell_rows:
+            by_machine[variant][row.machine].setdefault(batch_size, []).append(row.speedup)
+    headlines = []
+    for variant, machines in sorted(by_machine.items()):
+        found = stats.headline_stats(machines.values(), sizes)
+        headlines.append(
+            Headline(
+                **group.filter(),
+                variant=variant,
+                batch_sizes=sizes,
+                speedup=found.speedup,
+                interval=found.interval,
+                ci_low=found.ci_low,
+                ci_high=found.ci_high,
+                verdict=found.verdict,
+                n_machines=found.n_machines,
+            )
+        )
+    return headlines
 
 
 @transaction.atomic
@@ -152,9 +180,11 @@ def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
     # Listed after the lock and before the read: every submission listed has committed, so the read
     # below sees its rows. One that commits later stays waiting for its own queued refresh.
     waiting = list(group.waiting_submissions().values_list("pk", flat=True))
-    cells = compute_cells(group)
+    cells, headlines = compute_cells(group)
     LeaderboardCell.objects.filter(**group.filter()).delete()
     LeaderboardCell.objects.bulk_create(cells)
+    Headline.objects.filter(**group.filter()).delete()
+    Headline.objects.bulk_create(headlines)
     if waiting:
         Submission.objects.filter(pk__in=waiting).update(cells_refreshed_at=timezone.now())
     return len(cells)
@@ -192,4 +222,5 @@ def refresh_all_cells() -> int:
     for values in stray:
         if Group(*values) not in known:
             LeaderboardCell.objects.filter(**Group(*values).filter()).delete()
+            Headline.objects.filter(**Group(*values).filter()).delete()
     return count

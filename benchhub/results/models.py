@@ -380,3 +380,38 @@ class CellGroup(models.Model):
                 F("campaign"), F("chip"), Coalesce("gpu_cores", -1), F("model_sha256"), name="cell_group_unique"
             ),
         )
+
+
+class Headline(models.Model):
+    """The ranking's headline of one variant in one group: per machine, the geometric mean of its
+    speedups over the campaign's batch sizes 2-8 (where speculative decoding's verify steps fall);
+    then the median over machines with an interval that says what it is, as a cell's. Recomputed
+    with the group's cells."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
+    chip = models.CharField(max_length=200)
+    gpu_cores = models.PositiveIntegerField(null=True)
+    model_sha256 = models.CharField(max_length=64)
+    variant = models.CharField(max_length=64)
+    batch_sizes = models.JSONField(help_text="the batch sizes every counted machine measured")
+    speedup = models.FloatField(null=True)
+    interval = models.CharField(max_length=8, null=True)
+    ci_low = models.FloatField(null=True)
+    ci_high = models.FloatField(null=True)
+    verdict = models.CharField(max_length=20)
+    n_machines = models.PositiveIntegerField(default=0)
+
+    # Where a verify step of speculative decoding falls (SEEDS.md section 1).
+    FROM_BATCH, TO_BATCH = 2, 8
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(
+                F("campaign"),
+                F("chip"),
+                Coalesce("gpu_cores", -1),
+                F("model_sha256"),
+                F("variant"),
+                name="headline_unique",
+            ),
+        )

@@ -159,3 +159,29 @@ def verdict(interval: str | None, low: float | None, high: float | None) -> str:
     if high < 1:
         return "slower"
     return "no clear change"
+
+
+@dataclass(frozen=True)
+class HeadlineStats:
+    speedup: float | None
+    interval: str | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    n_machines: int
+
+
+def headline_stats(machines: Iterable[dict[int, list[float]]], batch_sizes: Sequence[int]) -> HeadlineStats:
+    """Per machine (its speedups by batch size), the geometric mean over `batch_sizes` of its median
+    at each; machines missing one of them are left out. Then the median over machines, with the
+    cell's interval and verdict rules."""
+    values = []
+    for by_size in machines:
+        medians = [median(by_size[size]) for size in batch_sizes if by_size.get(size)]
+        if batch_sizes and len(medians) == len(batch_sizes) and all(_usable(value) for value in medians):
+            values.append(math.exp(sum(math.log(value) for value in medians) / len(medians)))
+    if not values:
+        return HeadlineStats(None, None, None, None, "too few machines", 0)
+    ordered = sorted(values)
+    interval, low, high = _interval(ordered)
+    return HeadlineStats(median(ordered), interval, low, high, verdict(interval, low, high), len(ordered))

@@ -25,13 +25,29 @@ from benchhub.web.leaderboard import (
 )
 
 HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (SEEDS.md §1)
-INTERVAL_STRENGTH = {None: 0, "range": 1, "95%": 2}
+
+
+class HeadlineRow(NamedTuple):
+    """A stored results.models.Headline: per machine the geometric mean over the campaign's BS 2–8,
+    then the median over machines, with the interval rules of a cell."""
+
+    chip: str
+    gpu_cores: int | None
+    model_sha256: str
+    variant: str
+    batch_sizes: list[int]
+    speedup: float | None
+    interval: str | None
+    ci_low: float | None
+    ci_high: float | None
+    n_machines: int
 
 
 @dataclass(frozen=True)
 class Headline:
-    """The geometric mean of the cells' speedups at BS 2–8; its bounds are the geometric means of
-    the cells' bounds, and its interval kind is the weakest of theirs (one machine: none)."""
+    """The geometric-mean speedup over BS 2–8 of a line: for crowd lines the median over machines
+    of each machine's geometric mean, with its interval; for published lines the geometric mean of
+    the published speedups, with none."""
 
     speedup: float
     low: float | None
@@ -49,35 +65,18 @@ class Headline:
         return interval_note(self.interval, self.low, self.high, self.n_machines)
 
 
-class SpeedupPoint(NamedTuple):
-    batch_size: int
-    speedup: float
-    low: float | None = None
-    high: float | None = None
-    interval: str | None = None
-    n_machines: int = 1
-
-
-def _geometric_mean_or_none(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return geometric_mean(present) if present and len(present) == len(values) else None
-
-
-def headline(points: Iterable[SpeedupPoint]) -> Headline | None:
-    used = sorted(p for p in points if HEADLINE_FROM <= p.batch_size <= HEADLINE_TO)
+def headline(points: Iterable[tuple[int, float]]) -> Headline | None:
+    """A published line's headline: the geometric mean of its speedups at BS 2–8 (no interval)."""
+    used = sorted((bs, value) for bs, value in points if HEADLINE_FROM <= bs <= HEADLINE_TO)
     if not used:
         return None
-    kind = min((p.interval for p in used), key=lambda k: INTERVAL_STRENGTH.get(k, 0))
-    low = _geometric_mean_or_none([p.low for p in used]) if kind else None
-    high = _geometric_mean_or_none([p.high for p in used]) if kind else None
-    return Headline(
-        speedup=geometric_mean(p.speedup for p in used),
-        low=low,
-        high=high,
-        interval=kind if low is not None and high is not None else None,
-        n_machines=min(p.n_machines for p in used),
-        batch_sizes=tuple(p.batch_size for p in used),
-    )
+    return Headline(geometric_mean(value for _, value in used), None, None, None, 0, tuple(bs for bs, _ in used))
+
+
+def stored_headline(row: HeadlineRow | None) -> Headline | None:
+    if row is None or row.speedup is None:
+        return None
+    return Headline(row.speedup, row.ci_low, row.ci_high, row.interval, row.n_machines, tuple(row.batch_sizes))
 
 
 def verdict_summary(cells: Sequence[CellRow]) -> str:
@@ -124,10 +123,13 @@ class RankLine:
         return "published" if self.reference else plural(self.headline.n_machines if self.headline else 0, "machine")
 
 
-def rank(cells: Iterable[CellRow], references: Iterable[ReferenceLike], variant: str) -> list[RankLine]:
+def rank(
+    cells: Iterable[CellRow], headlines: Iterable[HeadlineRow], references: Iterable[ReferenceLike], variant: str
+) -> list[RankLine]:
     """Crowd lines (one per chip and model file) and published lines (one per published table),
-    best headline first; lines with no headline (nothing measured at BS 2–8) last."""
+    best headline first; lines with no headline (no machine measured all of BS 2–8) last."""
     cells, references = list(cells), list(references)
+    stored = {(h.chip, h.gpu_cores or 0, h.model_sha256): h for h in headlines if h.variant == variant}
     sizes = {c.batch_size for c in cells} | {r.batch_size for r in references}
     expected = tuple(sorted(bs for bs in sizes if HEADLINE_FROM <= bs <= HEADLINE_TO))
     crowd: dict[tuple[str, int, str], list[CellRow]] = defaultdict(list)
@@ -135,21 +137,17 @@ def rank(cells: Iterable[CellRow], references: Iterable[ReferenceLike], variant:
         if cell.variant == variant:
             crowd[(cell.chip, cell.gpu_cores or 0, cell.model_sha256)].append(cell)
     lines = []
-    for (chip, cores, _), group in crowd.items():
-        points = [
-            SpeedupPoint(c.batch_size, c.speedup, c.ci_low, c.ci_high, c.interval, c.n_machines)
-            for c in group
-            if c.n_machines and c.speedup is not None
-        ]
+    for (chip, cores, sha256), group in crowd.items():
+        curve = tuple(sorted((c.batch_size, c.speedup) for c in group if c.n_machines and c.speedup is not None))
         lines.append(
             RankLine(
                 chip,
                 cores or None,
                 group[0].model,
                 group[0].quant,
-                headline(points),
+                stored_headline(stored.get((chip, cores, sha256))),
                 verdict_summary(group),
-                tuple(sorted((p.batch_size, p.speedup) for p in points)),
+                curve,
                 expected=expected,
             )
         )
@@ -165,7 +163,7 @@ def rank(cells: Iterable[CellRow], references: Iterable[ReferenceLike], variant:
                 refs[0].gpu_cores,
                 f"{model} ({machine})",
                 refs[0].quant,
-                headline(SpeedupPoint(bs, value) for bs, value in curve),
+                headline(curve),
                 "published, not signed",
                 curve,
                 reference=True,

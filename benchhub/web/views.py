@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import Contributor
-from benchhub.results.models import Campaign, LeaderboardCell, Submission
+from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
 from benchhub.web.leaderboard import (
@@ -36,7 +36,7 @@ from benchhub.web.leaderboard import (
 )
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
-from benchhub.web.ranking import rank, ranking_rows
+from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
 
 FIRST_CAMPAIGN = "mv-ext-iquants"
 
@@ -121,6 +121,13 @@ def cell_rows(**filters: Any) -> list[CellRow]:
     return [CellRow(*row) for row in rows]
 
 
+def _headlines(campaign: CampaignChoice) -> list[HeadlineRow]:
+    if not campaign.live:
+        return []
+    rows = Headline.objects.filter(campaign__slug=campaign.slug).values_list(*HeadlineRow._fields)
+    return [HeadlineRow(*row) for row in rows]
+
+
 def _cells(campaign: CampaignChoice, **filters: Any) -> list[CellRow]:
     return cell_rows(campaign__slug=campaign.slug, **filters) if campaign.live else []
 
@@ -153,7 +160,7 @@ def _home_board(
     """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
     references = _references(published)
-    every_line = rank(every_cell, references, variant)
+    every_line = rank(every_cell, _headlines(campaign), references, variant)
     lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
     batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
     cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]

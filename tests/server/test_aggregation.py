@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from benchhub.results import cells, moderation, tasks
-from benchhub.results.models import LeaderboardCell, Measurement, Submission
+from benchhub.results.models import Headline, LeaderboardCell, Measurement, Submission
 from tests.conftest import Api, build_payload, persona
 
 pytestmark = pytest.mark.django_db
@@ -291,3 +291,20 @@ def test_a_poisoned_row_never_stops_its_groups_refresh(api: Api, ada: envelope.S
     result = cell("01", 4)
     assert (result.n_machines, result.speedup) == (1, 1.2)
     assert api.client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants"}).status_code == 200
+
+
+def test_it_stores_each_variants_headline_over_the_campaigns_batch_sizes_2_to_8(api: Api, ada: envelope.Signer) -> None:
+    sizes = (2, 3, 4, 5, 8)
+    for index, ratio in enumerate((1.2, 1.5)):
+        tg = {
+            "upstream": {bs: [100.0 + index] * 2 for bs in sizes},
+            "01": {bs: [(100.0 + index) * ratio] * 2 for bs in sizes},
+        }
+        submit_and_refresh(api, ada, tg=tg, machine=machine(index))
+    found = Headline.objects.get(variant="01")
+    assert found.batch_sizes == [2, 3, 4, 5, 8]
+    assert (found.n_machines, found.interval) == (2, "range")
+    assert found.speedup == pytest.approx(1.35) and (found.ci_low, found.ci_high) == (
+        pytest.approx(1.2),
+        pytest.approx(1.5),
+    )

@@ -71,3 +71,20 @@ def test_it_gives_no_interval_for_one_machine_and_nothing_for_none() -> None:
 def test_it_leaves_out_values_that_are_not_finite_positive_numbers() -> None:
     cell = stats.cell_stats([row("m0", math.inf), row("m1", math.nan), row("m2", 1.5), row("m3", 1.5, baseline=0.0)])
     assert (cell.speedup, cell.n_machines) == (1.5, 1)
+
+
+def test_a_headline_is_the_median_over_machines_of_each_machines_geometric_mean() -> None:
+    machines = [
+        {2: [1.2, 1.4], 4: [1.69]},  # medians 1.3 and 1.69: geometric mean 1.3 * 1.3**0.5... = sqrt(1.3 * 1.69)
+        {2: [1.1], 4: [1.1]},
+        {2: [2.0]},  # did not measure BS4: left out
+    ]
+    found = stats.headline_stats(machines, [2, 4])
+    assert found.n_machines == 2
+    assert found.speedup == pytest.approx((math.sqrt(1.3 * 1.69) + 1.1) / 2)
+    assert (found.interval, found.ci_low, found.ci_high) == (
+        "range",
+        pytest.approx(1.1),
+        pytest.approx(math.sqrt(1.3 * 1.69)),
+    )
+    assert stats.headline_stats([{2: [1.5]}], [2, 4]).speedup is None

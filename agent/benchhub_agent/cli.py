@@ -15,7 +15,20 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, client, doctor, keys, machine, outbox, pipeline, preflight, report, result, withdrawal
+from . import (
+    __version__,
+    client,
+    doctor,
+    keys,
+    machine,
+    markdown,
+    outbox,
+    pipeline,
+    preflight,
+    report,
+    result,
+    withdrawal,
+)
 from .dirs import home, write_atomic
 from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
 from .errors import AgentError, ExitCode, exit_codes_help, printable
@@ -255,8 +268,19 @@ def run(
         click.echo(printable(f"Published ({answer.get('status')}): {answer.get('url')}"), err=True)
     else:
         click.echo(f"Kept locally; publish it later with `benchhub-agent upload {done.envelope_path}`.", err=True)
+    click.echo("\nFor a pull request (GitHub Markdown):\n\n" + _markdown(done.payload, summary["url"]), err=as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=1))
+
+
+def _markdown(payload: dict[str, Any], url: str | None) -> str:
+    """The run's table in the form the site's "Copy as Markdown" gives, for a pull request."""
+    machine, model = payload["machine"], payload["model"]
+    title = (
+        f"{machine['chip']}, {model.get('label') or model['file_name']} ({model['file_type']}), {payload['campaign']}"
+    )
+    lines = markdown.lines_of_run(report.cells(payload), payload["variants"][0]["name"])
+    return printable(markdown.table(lines, title=title, permalink=url or "not published yet"))
 
 
 @main.command(epilog=EPILOG)

@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .schema import safe_text
+
 Runner = Callable[[list[str]], str | None]
 
 
@@ -196,6 +198,7 @@ def collect(backend: str, run: Runner = run_quietly, system: str | None = None) 
     """`system` ("Darwin"/"Linux") defaults to this machine's; tests pass it with recorded outputs."""
     system = system or platform.system()
     facts = _macos(run) if system == "Darwin" else _linux(backend, run)
+    facts = {name: safe_text(value) if isinstance(value, str) else value for name, value in facts.items()}
     return {**facts, "backend": backend, **run_state(run, system)}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
+from .schema import safe_text
 
 GGUF_MAGIC = b"GGUF"
 _HASH_CHUNK = 16 * 1024 * 1024
@@ -194,4 +195,4 @@ def model_facts(path: Path, dirs: Dirs, label: str | None = None) -> dict[str, A
     }
     if label:
         result["label"] = label
-    return result
+    return {name: safe_text(value) if isinstance(value, str) else value for name, value in result.items()}

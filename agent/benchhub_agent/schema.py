@@ -307,6 +307,14 @@ UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 MULTILINE_FIELDS = {"reason": "\n\t"}
 
 
+def safe_text(text: str) -> str:
+    """What the agent reads from the machine or a GGUF header, made acceptable before it is signed:
+    NFKC, without the characters refused below."""
+    return "".join(
+        char for char in unicodedata.normalize("NFKC", text) if unicodedata.category(char) not in UNSAFE_CATEGORIES
+    )
+
+
 def _texts(node: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], str]]:
     """Every string of a parsed payload with its path; a key under its map's path, so that a field
     named in an error never holds the character it is refused for."""

@@ -85,3 +85,12 @@ def test_it_reads_this_linux_machine_for_real() -> None:
 def test_it_reads_the_gpu_name_from_nvidia_smi() -> None:
     assert machine.parse_nvidia_smi_query("NVIDIA H200\n") == ("NVIDIA H200", None)
     assert machine.parse_nvidia_smi_query(None) == ("", None)
+
+
+def test_it_signs_only_text_the_service_accepts() -> None:
+    """Names read from the machine or a GGUF header are made NFKC and stripped of control and bidi
+    characters before signing: the service's schema refuses them, and would refuse the whole run."""
+    from benchhub_agent.schema import safe_text
+
+    assert safe_text("Ａｐｐｌｅ M4\u202e Pro\x07") == "Apple M4 Pro"
+    assert safe_text("Apple M4 Pro") == "Apple M4 Pro"

@@ -3,9 +3,9 @@ Markdown" gives, ready for a pull request."""
 
 from __future__ import annotations
 
+from benchhub_agent import cli
 from markdown_it import MarkdownIt
 
-from benchhub_agent import cli
 from tests.conftest import build_payload
 
 

@@ -142,8 +142,9 @@ def test_it_does_not_count_a_variant_run_without_its_campaigns_environment(api: 
 
 
 def test_it_refuses_the_same_sweep_rows_sent_again_under_a_fresh_nonce(api: Api, ada: envelope.Signer) -> None:
-    first = api.submit(build_payload(), ada).json()["id"]
-    again = api.submit(build_payload(), ada)
+    payload = build_payload()
+    first = api.submit(payload, ada).json()["id"]
+    again = api.submit({**payload, "nonce": "f" * 32}, ada)
     assert again.status_code == 409
     assert again.json()["error"] == "duplicate_measurement"
     assert first in again.json()["detail"]

@@ -219,6 +219,7 @@ def web_routes(handle: str = "ada", chip: str = "chip", submission: str = "id") 
         "/contributors/{handle}/": _page(_in_path("handle", handle), _in_query("before", required=True)),
         "/compare/": _page(_in_query("a"), _in_query("b"), _in_query("campaign"), _in_query("variant")),
         "/about/": _page(),
+        "/agent/{filename}": _page(_in_path("filename", "benchhub_agent-0.1.0-py3-none-any.whl")),
     }
 
 

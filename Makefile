@@ -53,5 +53,5 @@ reliability: install services  ## the slow fault and load tests of issue 7 (work
 	BENCHHUB_LOAD_MINUTES=$${BENCHHUB_LOAD_MINUTES:-30} DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 		$(BIN)/pytest tests/reliability -m slow -s
 
-bench: install services  ## the performance guard of issue 23 (bh_perf_after_* databases, Redis db 9; ~40 min the first time, ~15 after); figures in docs/performance.md
+bench: install services  ## the performance guard of issue 23 (bh_perf_after_* databases, Redis db 9; ~50 min the first time on 2 shared cores, ~25 after); figures in docs/performance.md
 	$(BIN)/python -m bench all --size $${BENCH_SIZE:-100000}

@@ -59,5 +59,5 @@ reliability: install services  ## the slow fault and load tests of issue 7 (work
 	BENCHHUB_LOAD_MINUTES=$${BENCHHUB_LOAD_MINUTES:-30} DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 		$(BIN)/pytest tests/reliability -m slow -s
 
-bench: install services  ## the benchmark suite of issue 6 (tens of minutes; creates bh_perf_* databases); figures in docs/performance.md
-	$(BIN)/python -m bench all --size 100000
+bench: install services  ## the performance guard of issue 23 (bh_perf_after_* databases, Redis db 9; ~50 min the first time on 2 shared cores, ~25 after); figures in docs/performance.md
+	$(BIN)/python -m bench all --size $${BENCH_SIZE:-100000}

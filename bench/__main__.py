@@ -1,23 +1,16 @@
 """`python -m bench <what>`: prints each figure with its conditions. See docs/performance.md.
 
-ingest    4 clients -> gunicorn + PostgreSQL + Celery worker, beside the floor (target 1)
-profile   where an in-process ingest spends its time (pyinstrument)
-writers   ingest CPU with the COPY row writer against the ORM one, alternating in one process
-state     grow the database to --size submissions with COPY
-refresh   cell refresh per submission (target 2)
-reads     read latencies, EXPLAIN and CSV memory (target 3)
-reads-under-ingest  home page and leaderboard API while cells keep changing, staleness bound 0 and 5 s (target 3)
-storage   bytes per submission (target 5)
-rebuild   manage.py rebuild_cells from the raw envelopes (target 4; --all-rows: every normalised row)
-agent     the agent's own time on the real CPU end to end, run twice (target 6)
-agent-cold  the same in a fresh agent home: each variant's cold build and the ratio to the first (target 6)
-throttles  what the two ingest throttles cost a request, and whether they hold under concurrency
-bands     what keeping one cell's bands costs as values arrive, no database (target 2)
-growth    ingest and refresh on bh_perf_1k and on --database, alternating 1k, large, large, 1k (target 2)
-all       both states, growth between them, profile at 1k, reads and storage at --size
+state     grow --database to --size submissions through ingest_submission, then refresh every group
+ingest    clients -> gunicorn + PostgreSQL + Celery worker and beat: accepted/s (target 1)
+latency   one client at --rate/s on --database: from a 201 to the cell on the leaderboard API (target 2)
+reads     read latencies and CSV memory on --database (target 3)
+rebuild   manage.py rebuild_cells on --database (target 4)
+agent     the agent's own time on the real CPU end to end, run twice (target 5)
+all       state, ingest, latency, reads and rebuild, each a process of its own
 
-Django reads its database once per process: every step of `growth` and `all` is a `python -m bench`
-process of its own.
+Django reads its database once per process: every step of `all` is a `python -m bench` process.
+The databases are named bh_perf_after_*: states of the schema before cells v2 (bh_perf_1k,
+bh_perf_100k) cannot be migrated to it, and the bench never touches them.
 """
 
 from __future__ import annotations
@@ -28,27 +21,9 @@ import subprocess
 import sys
 
 HOST = "postgres://postgres@127.0.0.1:5432"
-DEFAULT_REDIS = "redis://127.0.0.1:6379/5"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = (
-    "ingest",
-    "profile",
-    "writers",
-    "state",
-    "refresh",
-    "reads",
-    "reads-under-ingest",
-    "storage",
-    "rebuild",
-    "agent",
-    "agent-cold",
-    "throttles",
-    "bands",
-    "growth",
-    "all",
-)
-SMALL = f"{HOST}/bh_perf_1k"
-_configured_for: str | None = None
+VERBS = ("state", "ingest", "latency", "reads", "rebuild", "agent", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -56,6 +31,8 @@ def ensure_database(url: str) -> None:
     import psycopg
 
     base, name = url.rsplit("/", 1)
+    if not name.startswith("bh_perf_"):
+        raise SystemExit(f"the bench only uses databases named bh_perf_*, not {name}")
     with psycopg.connect(f"{base}/postgres", autocommit=True) as connection:
         if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
             connection.execute(f'CREATE DATABASE "{name}"')
@@ -65,17 +42,7 @@ def ensure_database(url: str) -> None:
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True, env=environment)
 
 
-def claim_database(database: str) -> None:
-    """One database per process: Django reads DATABASE_URL once, so a second one would be ignored and
-    the step would measure the first (how `all` once read the large state's figures off the 1k one)."""
-    global _configured_for
-    if _configured_for not in (None, database):
-        raise RuntimeError(f"this process measures {_configured_for}; run {database} as its own python -m bench")
-    _configured_for = database
-
-
-def _setup(database: str, redis: str) -> None:
-    claim_database(database)
+def setup(database: str, redis: str) -> None:
     os.environ["DJANGO_STATIC_ROOT"] = STATIC_ROOT
     os.environ["DATABASE_URL"] = database
     os.environ["REDIS_URL"] = redis
@@ -84,40 +51,26 @@ def _setup(database: str, redis: str) -> None:
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-in-process-only")  # DEBUG off: no query log growing
     os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "false")
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,testserver")
-    os.environ.setdefault("BENCHHUB_THROTTLE_ADDRESS", "100000000/hour")
-    os.environ.setdefault("BENCHHUB_THROTTLE_KEY", "100000000/hour")
-    os.environ.setdefault("BENCHHUB_THROTTLE_READ", "100000000/hour")
-    os.environ.setdefault("BENCHHUB_THROTTLE_EXPORT", "100000000/hour")
     ensure_database(database)
     import django
 
     django.setup()
-    from bench import ingest
+    from benchhub.results.campaigns import sync_campaigns
+    from benchhub.results.models import Campaign
 
-    ingest.campaign_ready()
+    sync_campaigns(Campaign)
 
 
 def steps(options: argparse.Namespace) -> list[list[str]]:
-    """The `python -m bench` runs that `growth` (or `all`) is made of, in order."""
-    large = options.database if options.what == "growth" else f"{HOST}/bh_perf_{options.size // 1000}k"
-    passed = ["--redis", options.redis, "--rounds", str(options.rounds), "--per-round", str(options.per_round)]
-    passed += ["--clients", str(options.clients), "--web-workers", str(options.web_workers)]
-    passed += ["--repeats", str(options.repeats), *([] if options.csv else ["--no-csv"])]
-
-    def step(verb: str, database: str, *extra: str) -> list[str]:
-        return [verb, "--database", database, *extra, *passed]
-
-    # Alternating, so the two states see the same machine: the growth figures are the two medians.
-    growth = [step(verb, database) for database in (SMALL, large, large, SMALL) for verb in ("ingest", "refresh")]
-    if options.what == "growth":
-        return growth
+    """The `python -m bench` runs that `all` is made of, in order."""
+    state = f"{HOST}/bh_perf_after_{options.size // 1000}k"
+    common = ["--redis", options.redis]
     return [
-        step("state", SMALL, "--size", "1000"),
-        step("state", large, "--size", str(options.size)),
-        *growth,
-        step("profile", SMALL),
-        step("reads", large),
-        step("storage", large),
+        ["state", "--database", state, "--size", str(options.size), *common],
+        ["ingest", "--database", f"{HOST}/bh_perf_after_ingest", *common],
+        ["latency", "--database", state, *common],
+        ["reads", "--database", state, *common],
+        ["rebuild", "--database", state, *common],
     ]
 
 
@@ -126,66 +79,50 @@ def arguments() -> argparse.ArgumentParser:
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("what", choices=VERBS)
-    parser.add_argument("--database", default=os.environ.get("BENCH_DATABASE_URL", f"{HOST}/bh_perf"))
+    parser.add_argument("--database", default=os.environ.get("BENCH_DATABASE_URL", f"{HOST}/bh_perf_after_100k"))
     parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS_URL", DEFAULT_REDIS))
     parser.add_argument("--size", type=int, default=100_000, help="stored submissions for state (and all)")
+    parser.add_argument("--processes", type=int, default=2, help="state: ingesting processes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-round", type=int, default=300)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--web-workers", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=30, help="requests per read endpoint")
-    parser.add_argument(
-        "--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export (~10 min at 1M)"
-    )
-    parser.add_argument(
-        "--all-rows", action="store_true", help="rebuild: every normalised row, not only the measurements"
-    )
+    parser.add_argument("--rate", type=float, default=10.0, help="latency: submissions per second")
+    parser.add_argument("--seconds", type=int, default=60, help="latency: how long to send")
+    parser.add_argument("--repeats", type=int, default=30, help="reads: requests per endpoint")
+    parser.add_argument("--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export")
     return parser
 
 
 def main() -> None:
     options = arguments().parse_args()
-
-    from bench import agent_costs, bands, ingest, reads, reads_under_ingest, refresh, state, storage, throttles, writers
-
     if options.what == "agent":
+        from bench import agent_costs
+
         agent_costs.run()
         return
-    if options.what == "agent-cold":
-        agent_costs.run_cold()
+    if options.what == "all":
+        for step in steps(options):
+            subprocess.run([sys.executable, "-m", "bench", *step], check=True)
         return
-    if options.what == "throttles":  # Redis only, no database
-        throttles.run(options.redis)
-        return
-    if options.what == "bands":  # pure Python
-        bands.run()
-        return
+    setup(options.database, options.redis)
+    from bench import ingest, latency, reads, rebuild, state
 
-    def ingest_run(database: str) -> None:
-        ingest.run(
-            database,
+    {
+        "state": lambda: state.grow(options.size, options.processes),
+        "ingest": lambda: ingest.run(
+            options.database,
             options.redis,
             rounds=options.rounds,
             per_round=options.per_round,
             clients=options.clients,
             web_workers=options.web_workers,
-        )
-
-    if options.what in ("growth", "all"):
-        for step in steps(options):
-            subprocess.run([sys.executable, "-m", "bench", *step], check=True)
-        return
-    _setup(options.database, options.redis)
-    {
-        "ingest": lambda: ingest_run(options.database),
-        "profile": lambda: ingest.profile(200),
-        "writers": lambda: writers.run(),
-        "state": lambda: state.grow(options.database, options.size),
-        "refresh": lambda: refresh.run(50),
-        "reads": lambda: reads.run(options.repeats, explain=True, csv=options.csv),
-        "reads-under-ingest": lambda: reads_under_ingest.run(rounds=10, per_round=5),
-        "storage": lambda: storage.run(options.database),
-        "rebuild": lambda: refresh.rebuild(options.database, options.all_rows),
+        ),
+        "latency": lambda: latency.run(
+            options.database, options.redis, rate=options.rate, seconds=options.seconds, web_workers=options.web_workers
+        ),
+        "reads": lambda: reads.run(options.repeats, options.csv),
+        "rebuild": rebuild.run,
     }[options.what]()
 
 

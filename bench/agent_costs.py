@@ -1,42 +1,31 @@
-"""Issue 6 target 6: the agent's own costs on a real CPU run (a Gemma 3 270M from the fixtures, llama.cpp
-from the pinned source tarball), each run twice with the same inputs.
+"""The agent's own time as a share of a run (target 5): a real CPU run on Gemma 3 270M Q4_K_M from
+`make fixtures`, llama.cpp from the pinned source tarball, run twice in the bench's own agent home (the
+first run builds the variants there once, the second finds them cached).
 
-`agent` runs on the e2e's IQ2_XXS model in the e2e's agent home, whose build cache the e2e test filled.
 What the run waited on is read from its logs: the agent ends each tool's `.cmd` and each cmake step in a
 build log with the seconds it waited for that process (`tools.exit_line`); the agent's own time is the
 rest of the wall time, Python's start included.
-
-`agent-cold` runs in a fresh, empty agent home (a temporary directory) on Gemma 3 270M Q4_K_M, so the
-first run extracts the source and builds every variant from nothing, and the second shows what the same
-inputs cost once cached. Each variant's cmake seconds and the objects it compiled come from its build log
-in the run's logs; the source and build stages from the agent's progress lines.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchhub_agent import build, tools
+from benchhub_agent import tools
 
 from bench.figures import report
 
 FIXTURES = Path(os.environ.get("BENCHHUB_FIXTURES", Path.home() / ".cache" / "benchhub-fixtures"))
-AGENT_HOME = FIXTURES / "agent-home"
-MODEL = FIXTURES / "gemma-3-270m-IQ2_XXS.gguf"  # quantized by the e2e test
-FETCHED_MODEL = FIXTURES / "gemma-3-270m-q4_k_m.gguf"  # from `make fixtures` alone: a fresh home needs no e2e
+AGENT_HOME = FIXTURES / "bench-agent-home"  # not the e2e test's: the bench never changes what a test reads
+MODEL = FIXTURES / "gemma-3-270m-q4_k_m.gguf"
 TARBALL = FIXTURES / "llama.cpp-0c1e570.tar.gz"
-# The agent's progress: a variant's note once the binaries are ready, and the stage after the builds.
-VARIANT_DONE = re.compile(r"^  (\S+): (built|cached, nothing built) -> ")
-AFTER_BUILDS = "Reading the machine"
 FIRST_TOOL = "Correctness"  # the stage that runs test-backend-ops, the first llama.cpp tool
 
 
@@ -56,7 +45,7 @@ def _waited(logs: Path, pattern: str) -> tuple[float, int]:
 def _run_once(agent_home: Path, model: Path) -> AgentRun:
     agent = shutil.which("benchhub-agent", path=str(Path(sys.executable).parent))
     if agent is None or not model.exists() or not TARBALL.exists():
-        raise RuntimeError(f"needs the installed benchhub-agent, {TARBALL} and {model} (make fixtures, tests/e2e)")
+        raise RuntimeError(f"needs the installed benchhub-agent, {TARBALL} and {model} (make fixtures)")
     results = agent_home / "data" / "results"
     before = set(results.glob("*")) if results.exists() else set()
     args = [agent, "run", str(model), "--llama-src", str(TARBALL), "--backend", "cpu", "--batch-sizes", "1,2"]
@@ -113,46 +102,4 @@ def run(times: int = 2) -> None:
         lines_out.extend(_own_time(agent_run, index + 1))
         stages = [f"{seconds:6.1f}s {text[:100]}" for seconds, text in agent_run.lines if text.strip()][:40]
         lines_out.extend(f"  {stage}" for stage in stages)
-    report("agent costs (issue 6 target 6)", lines_out)
-
-
-def _build_lines(agent_run: AgentRun) -> list[str]:
-    """Each built variant's cmake seconds from its build log, against the first; the source step and the
-    whole source-and-build stage from the agent's progress lines."""
-    source_started = _when(agent_run, "Source: ")
-    builds_started = _when(agent_run, "Building for ")
-    builds_ended = _when(agent_run, AFTER_BUILDS)
-    lines = [
-        f"  source step (the pinned tree from the tarball): {builds_started - source_started:.1f} s",
-        f"  source and build steps together: {builds_ended - source_started:.1f} s",
-    ]
-    logs = agent_run.run_dir / "logs"
-    variants = [match.group(1, 2) for _, text in agent_run.lines if (match := VARIANT_DONE.match(text))]
-    first: float | None = None
-    for variant, outcome in variants:
-        log = logs / f"build-{variant}.log"
-        if not log.exists():
-            lines.append(f"  {variant}: {outcome}")
-            continue
-        spent = build.summarize_build_log(log)
-        share = "" if first is None else f" = {spent.seconds / first:.1%} of the first"
-        first = spent.seconds if first is None else first
-        lines.append(
-            f"  {variant}: {outcome}, cmake {spent.seconds:.1f} s{share} "
-            f"({spent.compiled} objects compiled, {spent.linked} executables linked)"
-        )
-    return lines
-
-
-def run_cold(times: int = 2) -> None:
-    """The first run in an empty agent home builds every variant; the later ones should build nothing."""
-    with tempfile.TemporaryDirectory(prefix="benchhub-agent-cold-") as folder:
-        agent_home = Path(folder)
-        for index in range(times):
-            agent_run = _run_once(agent_home, FETCHED_MODEL)
-            build_lines = _build_lines(agent_run)
-            lines_out = [
-                f"benchhub-agent run {FETCHED_MODEL.name} --backend cpu --batch-sizes 1,2 --reps 1, home {agent_home}"
-            ]
-            lines_out += [*_own_time(agent_run, index + 1), *build_lines]
-            report(f"agent cold build, run {index + 1} of {times} in a fresh home (issue 6 target 6)", lines_out)
+    report("agent costs (target 5)", lines_out)

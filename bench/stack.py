@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "bench" / "results" / "logs"
 
 
 def free_port() -> int:
@@ -41,17 +42,17 @@ def service_env(database_url: str, redis_url: str) -> dict[str, str]:
 
 
 class Stack:
-    def __init__(self, env: dict[str, str], logs: Path, web_workers: int, worker_concurrency: int) -> None:
-        self.env, self.logs = env, logs
+    def __init__(self, env: dict[str, str], web_workers: int, worker_concurrency: int) -> None:
+        self.env, self.logs = env, LOGS
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.commands = {
             "web": f"exec gunicorn benchhub.wsgi:application --bind 127.0.0.1:{self.port} --workers {web_workers} "
-            f"--timeout 30 --access-logfile {logs / 'access.log'}",
+            f"--timeout 30 --access-logfile {LOGS / 'access.log'}",
             "worker": f"exec celery -A benchhub worker --loglevel WARNING --concurrency {worker_concurrency}",
             # The sweeper, as in production: without it a refresh message that never came (a marker
             # left by an in-process run sharing the Redis database, say) left cells stale for good.
-            "beat": f"exec celery -A benchhub beat --loglevel WARNING --schedule {logs / 'celerybeat-schedule'}",
+            "beat": f"exec celery -A benchhub beat --loglevel WARNING --schedule {LOGS / 'celerybeat-schedule'}",
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -89,10 +90,3 @@ class Stack:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=30)
         self.processes.clear()
-
-    def worker_pids(self) -> list[int]:
-        """The gunicorn and celery child processes (the ones doing the work), for a profiler."""
-        found = subprocess.run(
-            ["pgrep", "-g", ",".join(str(p.pid) for p in self.processes.values())], capture_output=True, text=True
-        )
-        return [int(pid) for pid in found.stdout.split()]

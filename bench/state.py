@@ -1,278 +1,252 @@
-"""Large stored states for the growth and read benchmarks, written with COPY (not through the API).
+"""A bench state of --size submissions: signed envelopes made in process and written a batch per
+transaction with bulk_create, as the rows `ingest_submission` stores (ingest.py `_store` and
+storage.py, whose row builders this calls), then every group's cells recomputed as a worker would.
 
-Rows are those the ingest path writes (bench/copyrows.py: the product's derivation and COPY writer),
-raw envelopes included and really signed, so a rebuild from envelopes works on them. Two processes
-generate and COPY in parallel.
-"""
+Not through `ingest_submission` itself: on 2 shared cores it stores ~10 submissions a second (about
+17 round trips to PostgreSQL each), so 100k would take hours; batches skip the per-submission
+verification and round trips, not what is stored."""
 
 from __future__ import annotations
 
-import base64
+import hashlib
+import json
 import multiprocessing
 import random
 import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 from benchhub_agent import envelope
 
-from bench import payloads, storage
+from bench import payloads
+from bench.figures import report
 
 CONTRIBUTORS = 2000
-BATCH = 2000
-# Above this many submissions a state is the generated one multiplied in SQL (`clone`): generating a
-# million signed envelopes in Python takes over an hour on 2 cores.
-GENERATED_MAX = 100_000
-# 30 s apart, a million submissions span 347 days from here: all received before the benchmarks'
-# own, so the time-ordered ids of those land after every stored one, as they would in service.
-START = datetime(2025, 12, 1, tzinfo=UTC)
+# A persona index range of its own, so the state's keys never collide with the ingest bench's crowd.
+PERSONA_BASE = 100_000
+BATCH = 250
 
 
-def _contributors(connection: psycopg.Connection[Any], count: int) -> list[tuple[int, int]]:
-    """(key id, contributor id) per persona index, created once per database."""
-    rows = connection.execute(
-        "SELECT k.id, k.contributor_id, c.handle FROM accounts_publickey k JOIN accounts_contributor c "
-        "ON c.id = k.contributor_id WHERE c.handle LIKE 'crowd-%%'"
-    ).fetchall()
-    known = {int(handle.removeprefix("crowd-")): (key, contributor) for key, contributor, handle in rows}
-    with connection.transaction():
-        for index in range(count):
-            if index in known:
-                continue
-            signer = payloads.persona(100_000 + index)
-            contributor = connection.execute(
-                "INSERT INTO accounts_contributor (handle, is_demo, created_at) VALUES (%s, false, now()) RETURNING id",
-                [f"crowd-{index}"],
-            ).fetchone()[0]  # type: ignore[index]
-            key = connection.execute(
-                "INSERT INTO accounts_publickey (keyid, public_key, banned, created_at, contributor_id) "
-                "VALUES (%s, %s, false, now(), %s) RETURNING id",
-                [signer.keyid, signer.public_key, contributor],
-            ).fetchone()[0]  # type: ignore[index]
-            known[index] = (key, contributor)
-    return [known[index] for index in range(count)]
+def crowd_keys(count: int) -> list[Any]:
+    """The state's contributors' keys, registered once per database (rows as `register` writes them)."""
+    from benchhub.accounts.models import Contributor, PublicKey
 
-
-def _worker(job: tuple[str, int, int, int, dict[str, Any]]) -> int:
-    import django
-
-    django.setup()  # a spawned process: DJANGO_SETTINGS_MODULE and DATABASE_URL come from the environment
-    from bench import copyrows  # the service's models: only once Django is set up
-
-    database_url, first, count, seed, context = job
-    rng = random.Random(seed)
-    variants = [payloads.VariantSpec(**spec) for spec in context["variants"]]
-    keys: list[tuple[int, int]] = context["keys"]
-    signers = [payloads.persona(100_000 + index) for index in range(len(keys))]
-    lookups = copyrows.Lookups(
-        context["campaign_id"], context["campaign_sweep"], context["machines"], context["models"]
+    signers = [payloads.persona(PERSONA_BASE + index) for index in range(count)]
+    known = set(PublicKey.objects.filter(keyid__in=[s.keyid for s in signers]).values_list("keyid", flat=True))
+    missing = [(index, signer) for index, signer in enumerate(signers) if signer.keyid not in known]
+    contributors = Contributor.objects.bulk_create(Contributor(handle=f"crowd-{index}") for index, _ in missing)
+    PublicKey.objects.bulk_create(
+        PublicKey(keyid=signer.keyid, public_key=signer.public_key, contributor=contributor)
+        for (_, signer), contributor in zip(missing, contributors, strict=True)
     )
-    written = 0
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        while written < count:
-            batch = []
-            for _ in range(min(BATCH, count - written)):
-                content = payloads.payload(rng, variants)
-                body = envelope.canonical_bytes(content)
-                persona = rng.randrange(len(keys))
-                signed = {
-                    "payload": base64.b64encode(body).decode(),
-                    "payloadType": envelope.SUBMISSION_TYPE,
-                    "signatures": [signers[persona].signature(envelope.SUBMISSION_TYPE, body)],
-                }
-                batch.append(
-                    copyrows.submission_rows(
-                        content,
-                        envelope.canonical_bytes(signed),
-                        copyrows.sha256_hex(body),
-                        key=keys[persona],
-                        lookups=lookups,
-                        received_at=START + timedelta(seconds=30 * (first + written)),
-                        refreshed=True,
-                    )
-                )
-                written += 1
-            with connection.transaction(), connection.cursor() as cursor:
-                copyrows.write(cursor, batch)
-    return written
+    by_keyid = PublicKey.objects.select_related("contributor").in_bulk([s.keyid for s in signers], field_name="keyid")
+    return [by_keyid[signer.keyid] for signer in signers]
 
 
-def grow(database_url: str, target: int, processes: int = 2) -> None:
-    """Bring the database to `target` submissions, then refresh every cell: generated ones up to
-    GENERATED_MAX, copies of those beyond (target must then be a multiple of GENERATED_MAX)."""
-    if target <= GENERATED_MAX:
-        generate(database_url, target, processes)
-        return
-    if target % GENERATED_MAX:
-        raise SystemExit(f"--size above {GENERATED_MAX} must be a multiple of it (the generated state is cloned)")
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        have = connection.execute("SELECT count(*) FROM results_submission").fetchone()[0]  # type: ignore[index]
-    if have < GENERATED_MAX:
-        generate(database_url, GENERATED_MAX, processes)
-        have = GENERATED_MAX
-    if have != target:
-        if have != GENERATED_MAX:
-            raise SystemExit(f"{have} submissions stored: a cloned state grows from exactly {GENERATED_MAX}")
-        started = time.perf_counter()
-        clone(database_url, target // GENERATED_MAX - 1)
-        print(f"   state: cloned to {target} in {time.perf_counter() - started:.0f} s", flush=True)
-    _refresh(f"{target} submissions")
-
-
-def generate(database_url: str, target: int, processes: int = 2) -> None:
-    """Add generated submissions until the database holds `target`, then refresh every cell."""
-    from bench import copyrows
+def variants() -> list[payloads.VariantSpec]:
     from benchhub.results import campaigns
     from benchhub.results.models import Campaign
 
-    campaign = Campaign.objects.get(slug=payloads.CAMPAIGN)
-    names = campaigns.campaign_patch_names(campaign.definition)
-    hashes = {name: campaigns.patch_file(name).sha256 or "" for name in names}
-    variants = payloads.campaign_variants(campaign.definition, hashes)
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        have = connection.execute("SELECT count(*) FROM results_submission").fetchone()[0]  # type: ignore[index]
-        keys = _contributors(connection, CONTRIBUTORS)
-    lookups = copyrows.Lookups(campaign.pk, campaign.definition["sweep"])
-    for chip, cores, memory in payloads.CHIPS:
-        facts = payloads.payload(random.Random(0), variants)["machine"]
-        facts.update(chip=chip, gpu_name=chip, gpu_cores=cores, memory_bytes=memory * 2**30)
-        copyrows.machine_id(lookups, facts)
-    for model_name, architecture, n_params in payloads.MODELS:
-        for quant in payloads.QUANTS:
-            model = payloads.payload(random.Random(0), variants)["model"]
-            model.update(payloads.model_facts(model_name, architecture, n_params, quant))
-            copyrows.model_id(lookups, model)
-    missing = target - have
-    if missing <= 0:
-        _refresh(f"{have} submissions already (target {target})")
-        return
-    context = {
-        "variants": [vars(variant) for variant in variants],
-        "keys": keys,
-        "campaign_id": lookups.campaign_id,  # plain values: the job is unpickled before django.setup()
-        "campaign_sweep": lookups.campaign_sweep,
-        "machines": lookups.machines,
-        "models": lookups.models,
-    }
-    share = -(-missing // processes)
-    jobs = [
-        (database_url, have + index * share, min(share, missing - index * share), have + index, context)
-        for index in range(processes)
-        if missing - index * share > 0
-    ]
-    started = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
-        written = sum(pool.map(_worker, jobs))
-    loaded = time.perf_counter() - started
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        connection.execute("VACUUM ANALYZE")
-    _refresh(
-        f"wrote {written} submissions with COPY in {loaded:.0f} s ({written / loaded:.0f}/s, {processes} processes)"
+    definition = Campaign.objects.get(slug=payloads.CAMPAIGN).definition
+    hashes = {name: campaigns.patch_file(name).sha256 or "" for name in campaigns.campaign_patch_names(definition)}
+    return payloads.campaign_variants(definition, hashes)
+
+
+class Writer:
+    """Rows of many submissions per transaction; machine, model file and group rows looked up once."""
+
+    def __init__(self) -> None:
+        from benchhub.results.models import Campaign
+
+        self.campaign = Campaign.objects.get(slug=payloads.CAMPAIGN)
+        self.machines: dict[str, Any] = {}
+        self.models: dict[str, tuple[Any, bool]] = {}
+        self.groups: set[Any] = set()
+
+    def submission(self, key: Any, payload: dict[str, Any], body: bytes) -> Any:
+        """The unsaved Submission that ingest.py `_store` creates for this payload."""
+        from benchhub.results import flags, ingest, storage
+        from benchhub.results.models import Submission
+
+        machine = payload["machine"]
+        machine_key = json.dumps(machine, sort_keys=True)
+        if machine_key not in self.machines:
+            self.machines[machine_key] = storage.machine_row(machine)
+        model_key = json.dumps(payload["model"], sort_keys=True)
+        if model_key not in self.models:
+            row = storage.model_file_row(payload["model"])
+            self.models[model_key] = (row, storage.conflicting_claims(row))
+        model_file, conflict = self.models[model_key]
+        submission_flags = flags.derive(payload, self.campaign.definition)
+        if conflict:
+            submission_flags = sorted({*submission_flags, flags.MODEL_CONFLICT})
+        opened = envelope.open_envelope(json.loads(body), envelope.SUBMISSION_TYPE)
+        return Submission(
+            campaign=self.campaign,
+            contributor=key.contributor,
+            key=key,
+            machine=self.machines[machine_key],
+            model_file=model_file,
+            chip=machine["chip"],
+            gpu_cores=machine["gpu_cores"],
+            model_sha256=model_file.sha256,
+            quant=model_file.file_type,
+            nonce=payload["nonce"],
+            payload_sha256=hashlib.sha256(opened.payload).hexdigest(),
+            sweep_sha256=hashlib.sha256(envelope.canonical_bytes(payload["sweep"]["runs"])).hexdigest(),
+            created_at=ingest.created_at_of(payload["created_at"]),
+            status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
+            flags=submission_flags,
+            is_demo=key.contributor.is_demo,
+            agent_name=payload["agent"]["name"],
+            agent_version=payload["agent"]["version"],
+            power_source=machine["power_source"],
+            low_power_mode=machine["low_power_mode"],
+            thermal=machine["thermal"],
+            llama_cpp=payload["llama_cpp"],
+            sweep_settings={name: value for name, value in payload["sweep"].items() if name != "runs"},
+        )
+
+    def write(self, batch: list[tuple[Any, dict[str, Any], bytes]]) -> None:
+        """One transaction: the submissions, their raw envelopes and every normalised row."""
+        from django.db import transaction
+        from django.db.models import prefetch_related_objects
+
+        from benchhub.results import cells
+        from benchhub.results.measurements import measurement_rows
+        from benchhub.results.models import Measurement, RawEnvelope, Submission
+
+        submissions = [self.submission(*item) for item in batch]
+        # Each group's lock row first, committed on its own: two writers creating the same ones inside
+        # their batch transactions deadlock on the unique index.
+        for group in sorted({cells.Group.of(submission) for submission in submissions} - self.groups, key=repr):
+            cells.ensure_group(group)
+            self.groups.add(group)
+        with transaction.atomic():
+            Submission.objects.bulk_create(submissions)
+            RawEnvelope.objects.bulk_create(
+                RawEnvelope(submission=submission, body=body, sha256=hashlib.sha256(body).hexdigest())
+                for submission, (_, _, body) in zip(submissions, batch, strict=True)
+            )
+            store_rows([(submission, payload) for submission, (_, payload, _) in zip(submissions, batch, strict=True)])
+            prefetch_related_objects(submissions, "variants")
+            Measurement.objects.bulk_create(
+                row
+                for submission, (_, payload, _) in zip(submissions, batch, strict=True)
+                for row in measurement_rows(submission, payload)
+            )
+
+
+def store_rows(pairs: list[tuple[Any, dict[str, Any]]]) -> None:
+    """storage.py `store_rows` for many submissions at once: one INSERT per table per batch."""
+    from benchhub.results import storage
+    from benchhub.results.models import CorrectnessCheck, GenerationCheck, SubmissionVariant, SweepRow, SweepRun
+
+    variants = SubmissionVariant.objects.bulk_create(
+        SubmissionVariant(
+            submission=submission,
+            position=position,
+            name=variant["name"],
+            commit=variant["commit"],
+            patches=variant["patches"],
+            env=variant["env"],
+        )
+        for submission, payload in pairs
+        for position, variant in enumerate(payload["variants"])
+    )
+    by_name = {(variant.submission_id, variant.name): variant for variant in variants}
+    runs = [(submission, run) for submission, payload in pairs for run in payload["sweep"]["runs"]]
+    sweep_runs = SweepRun.objects.bulk_create(
+        SweepRun(
+            submission=submission,
+            variant=by_name[submission.pk, run["variant"]],
+            rep=run["rep"],
+            seq=run["seq"],
+            exit_code=run["exit_code"],
+        )
+        for submission, run in runs
+    )
+    SweepRow.objects.bulk_create(
+        SweepRow(run=sweep_run, **{name: row[name] for name in storage.SWEEP_ROW_FIELDS})
+        for sweep_run, (_, run) in zip(sweep_runs, runs, strict=True)
+        for row in run["rows"]
+    )
+    CorrectnessCheck.objects.bulk_create(
+        CorrectnessCheck(
+            submission=submission,
+            variant=by_name[submission.pk, check["variant"]],
+            tool=check["tool"],
+            op=check["op"],
+            backend=check["backend"],
+            status=check["status"],
+            passed=check["passed"],
+            failed=check["failed"],
+            reason=check.get("reason", ""),
+        )
+        for submission, payload in pairs
+        for check in payload["correctness"]
+    )
+    GenerationCheck.objects.bulk_create(
+        GenerationCheck(
+            submission=submission,
+            variant=by_name[submission.pk, check["variant"]],
+            **{name: check[name] for name in storage.GENERATION_FIELDS},
+        )
+        for submission, payload in pairs
+        for check in payload["generation"]
     )
 
 
-def _refresh(what: str) -> None:
+def _worker(job: tuple[int, int]) -> int:
+    """A spawned process: DJANGO_SETTINGS_MODULE and DATABASE_URL come from the environment."""
+    import django
+
+    django.setup()
+    count, seed = job
+    rng = random.Random(seed)
+    specs = variants()
+    keys = crowd_keys(CONTRIBUTORS)
+    signers = {key.keyid: payloads.persona(PERSONA_BASE + index) for index, key in enumerate(keys)}
+    writer = Writer()
+    written = 0
+    while written < count:
+        batch = []
+        for _ in range(min(BATCH, count - written)):
+            key = rng.choice(keys)
+            content = payloads.payload(rng, specs)
+            batch.append((key, content, payloads.signed_body(content, signers[key.keyid])))
+        writer.write(batch)
+        written += len(batch)
+    return written
+
+
+def grow(target: int, processes: int) -> None:
+    """Write submissions until the database holds `target`, then refresh every group's cells."""
     from django.db import connection
 
     from benchhub.results import cells
-    from benchhub.results.models import CellBand, LeaderboardCell
+    from benchhub.results.models import Submission
 
+    have = Submission.objects.count()
+    missing = target - have
+    lines = []
+    if missing > 0:
+        crowd_keys(CONTRIBUTORS)
+        share = -(-missing // processes)
+        jobs = [(min(share, missing - index * share), int(time.time()) + index) for index in range(processes)]
+        started = time.perf_counter()
+        with multiprocessing.get_context("spawn").Pool(processes) as pool:
+            written = sum(pool.map(_worker, [job for job in jobs if job[0] > 0]))
+        seconds = time.perf_counter() - started
+        lines.append(
+            f"wrote {written} submissions in batches of {BATCH} with bulk_create, {processes} processes: "
+            f"{seconds:.0f} s ({written / seconds:.1f}/s)"
+        )
+    else:
+        lines.append(f"{have} submissions already stored (target {target})")
     started = time.perf_counter()
     refreshed = cells.refresh_all_cells()
-    print(f"   state: {what}; refreshed {refreshed} cells in {time.perf_counter() - started:.1f} s", flush=True)
-    # The pass rewrote every cell and band: leave them as autovacuum would (bench/vacuum.py).
+    seconds = time.perf_counter() - started
+    lines.append(f"refresh_all_cells: {refreshed} cells of {len(cells.all_groups())} groups in {seconds:.1f} s")
     with connection.cursor() as cursor:
-        cursor.execute(f"VACUUM (ANALYZE) {LeaderboardCell._meta.db_table}, {CellBand._meta.db_table}")
-
-
-CLONE_STEPS = (
-    "DROP TABLE IF EXISTS clone_map",  # the previous copy's, all copies being one transaction
-    """CREATE TEMP TABLE clone_map ON COMMIT DROP AS
-       SELECT id AS old, (lpad(to_hex((extract(epoch FROM received_at + %(shift)s) * 1000)::bigint), 12, '0')
-              || '7' || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid AS new
-       FROM results_submission WHERE received_at < %(cutoff)s""",
-    """INSERT INTO results_submission
-       SELECT m.new, md5(m.new::text), encode(sha256(m.new::text::bytea), 'hex'), s.created_at,
-              s.received_at + %(shift)s, s.status, s.hidden, s.flags, s.is_demo, s.agent_name, s.agent_version,
-              s.power_source, s.low_power_mode, s.thermal, s.llama_cpp, s.sweep_settings,
-              s.cells_refreshed_at + %(shift)s, s.campaign_id, s.contributor_id, s.key_id, s.machine_id,
-              s.model_file_id, s.chip, s.gpu_cores, s.quant
-       FROM results_submission s JOIN clone_map m ON m.old = s.id""",
-    """INSERT INTO results_rawenvelope SELECT m.new, r.body, r.sha256, r.received_at + %(shift)s
-       FROM results_rawenvelope r JOIN clone_map m ON m.old = r.submission_id""",
-    """INSERT INTO results_submissionvariant SELECT v.id + %(variants)s, v.position, v.name, v.commit, v.patches,
-       v.env, m.new FROM results_submissionvariant v JOIN clone_map m ON m.old = v.submission_id""",
-    """INSERT INTO results_sweeprun SELECT r.id + %(runs)s, r.rep, r.seq, r.exit_code, m.new,
-       r.variant_id + %(variants)s FROM results_sweeprun r JOIN clone_map m ON m.old = r.submission_id""",
-    """INSERT INTO results_sweeprow (batch_size, pp_tps, tg_tps, t_pp_s, t_tg_s, run_id)
-       SELECT w.batch_size, w.pp_tps, w.tg_tps, w.t_pp_s, w.t_tg_s, w.run_id + %(runs)s
-       FROM results_sweeprow w WHERE w.run_id <= %(max_run)s""",
-    """INSERT INTO results_correctnesscheck (tool, op, backend, status, passed, failed, reason, submission_id,
-       variant_id) SELECT c.tool, c.op, c.backend, c.status, c.passed, c.failed, c.reason, m.new,
-       c.variant_id + %(variants)s FROM results_correctnesscheck c JOIN clone_map m ON m.old = c.submission_id""",
-    """INSERT INTO results_generationcheck (prompt_id, n_tokens, output_sha256, degenerate, repetition_score,
-       identical_to_baseline, submission_id, variant_id) SELECT g.prompt_id, g.n_tokens, g.output_sha256,
-       g.degenerate, g.repetition_score, g.identical_to_baseline, m.new, g.variant_id + %(variants)s
-       FROM results_generationcheck g JOIN clone_map m ON m.old = g.submission_id""",
-    """INSERT INTO results_measurement (chip, gpu_cores, quant, variant_name, batch_size, tg_tps, baseline_tg_tps,
-       speedup, spread, n_reps, correctness_status, excluded_reason, campaign_id, contributor_id, cell_key_id,
-       submission_id, variant_id) SELECT x.chip, x.gpu_cores, x.quant, x.variant_name, x.batch_size, x.tg_tps,
-       x.baseline_tg_tps, x.speedup, x.spread, x.n_reps, x.correctness_status, x.excluded_reason, x.campaign_id,
-       x.contributor_id, x.cell_key_id, m.new, x.variant_id + %(variants)s
-       FROM results_measurement x JOIN clone_map m ON m.old = x.submission_id""",
-)
-
-
-# The indexes of the tables the clone writes (a submission's, storage.PER_SUBMISSION_TABLES) that
-# back no constraint: dropped for the copies and built again after them (sorted, instead of ~30
-# million random inserts into value-ordered indexes larger than memory: over an hour on 2 cores).
-REBUILT_INDEXES = """SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i
-    JOIN pg_class t ON t.oid = i.indrelid
-    WHERE t.relname = ANY(%s) AND NOT EXISTS (SELECT FROM pg_constraint c WHERE c.conindid = i.indexrelid)
-    ORDER BY 1"""
-
-
-def clone(database_url: str, copies: int) -> None:
-    """Multiply a generated state in SQL (minutes instead of an hour of Python on 2 cores): every
-    copy has fresh submission ids, nonces, payload hashes and received_at, and byte copies of the
-    originals' envelopes and rows. Only for sizes the Python generator cannot reach in time.
-
-    One transaction: the indexes that back no constraint are dropped, the copies written, and the
-    indexes built again from their stored definitions, so an interrupted clone leaves the state as
-    it was. Built by CREATE INDEX, those indexes are packed (leaf pages 90% full) where indexes
-    grown by random inserts settle near 70%: the storage figures of a cloned state say so."""
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        cutoff, span = connection.execute(
-            "SELECT max(received_at) + interval '1 second', max(received_at) - min(received_at) + interval '1 hour' "
-            "FROM results_submission"
-        ).fetchone()  # type: ignore[misc]
-        max_variant = connection.execute("SELECT max(id) FROM results_submissionvariant").fetchone()[0]  # type: ignore[index]
-        max_run = connection.execute("SELECT max(id) FROM results_sweeprun").fetchone()[0]  # type: ignore[index]
-        with connection.transaction():
-            # The copies reference rows that exist by construction: without this, the deferred
-            # foreign-key checks of ~10 million rows ran at COMMIT for longer than the inserts.
-            connection.execute("SET LOCAL session_replication_role = replica")
-            connection.execute("SET LOCAL maintenance_work_mem = '1GB'")
-            rebuilt = connection.execute(REBUILT_INDEXES, [list(storage.PER_SUBMISSION_TABLES)]).fetchall()
-            for name, _ in rebuilt:
-                connection.execute(f"DROP INDEX {name}")
-            for copy in range(1, copies + 1):
-                started = time.perf_counter()
-                values = {
-                    "cutoff": cutoff,
-                    "shift": span * copy,
-                    "variants": max_variant * copy,
-                    "runs": max_run * copy,
-                    "max_run": max_run,
-                }
-                for step in CLONE_STEPS:
-                    connection.execute(step, values)
-                print(f"   clone {copy}/{copies}: {time.perf_counter() - started:.0f} s", flush=True)
-            started = time.perf_counter()
-            for _, definition in rebuilt:
-                connection.execute(definition)
-            print(f"   clone: {len(rebuilt)} indexes built in {time.perf_counter() - started:.0f} s", flush=True)
-        for table in ("results_submissionvariant", "results_sweeprun"):  # the ids the copies shifted
-            connection.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
-        connection.execute("VACUUM ANALYZE")
+        cursor.execute("VACUUM ANALYZE")  # the server here runs without autovacuum
+    report(f"state: {Submission.objects.count()} submissions", lines)

@@ -111,7 +111,7 @@ class Writer:
         from django.db import transaction
         from django.db.models import prefetch_related_objects
 
-        from benchhub.results import cells
+        from benchhub.results import cells, storage
         from benchhub.results.measurements import measurement_rows
         from benchhub.results.models import Measurement, RawEnvelope, Submission
 
@@ -127,73 +127,15 @@ class Writer:
                 RawEnvelope(submission=submission, body=body, sha256=hashlib.sha256(body).hexdigest())
                 for submission, (_, _, body) in zip(submissions, batch, strict=True)
             )
-            store_rows([(submission, payload) for submission, (_, payload, _) in zip(submissions, batch, strict=True)])
+            storage.store_rows(
+                [(submission, payload) for submission, (_, payload, _) in zip(submissions, batch, strict=True)]
+            )
             prefetch_related_objects(submissions, "variants")
             Measurement.objects.bulk_create(
                 row
                 for submission, (_, payload, _) in zip(submissions, batch, strict=True)
                 for row in measurement_rows(submission, payload)
             )
-
-
-def store_rows(pairs: list[tuple[Any, dict[str, Any]]]) -> None:
-    """storage.py `store_rows` for many submissions at once: one INSERT per table per batch."""
-    from benchhub.results import storage
-    from benchhub.results.models import CorrectnessCheck, GenerationCheck, SubmissionVariant, SweepRow, SweepRun
-
-    variants = SubmissionVariant.objects.bulk_create(
-        SubmissionVariant(
-            submission=submission,
-            position=position,
-            name=variant["name"],
-            commit=variant["commit"],
-            patches=variant["patches"],
-            env=variant["env"],
-        )
-        for submission, payload in pairs
-        for position, variant in enumerate(payload["variants"])
-    )
-    by_name = {(variant.submission_id, variant.name): variant for variant in variants}
-    runs = [(submission, run) for submission, payload in pairs for run in payload["sweep"]["runs"]]
-    sweep_runs = SweepRun.objects.bulk_create(
-        SweepRun(
-            submission=submission,
-            variant=by_name[submission.pk, run["variant"]],
-            rep=run["rep"],
-            seq=run["seq"],
-            exit_code=run["exit_code"],
-        )
-        for submission, run in runs
-    )
-    SweepRow.objects.bulk_create(
-        SweepRow(run=sweep_run, **{name: row[name] for name in storage.SWEEP_ROW_FIELDS})
-        for sweep_run, (_, run) in zip(sweep_runs, runs, strict=True)
-        for row in run["rows"]
-    )
-    CorrectnessCheck.objects.bulk_create(
-        CorrectnessCheck(
-            submission=submission,
-            variant=by_name[submission.pk, check["variant"]],
-            tool=check["tool"],
-            op=check["op"],
-            backend=check["backend"],
-            status=check["status"],
-            passed=check["passed"],
-            failed=check["failed"],
-            reason=check.get("reason", ""),
-        )
-        for submission, payload in pairs
-        for check in payload["correctness"]
-    )
-    GenerationCheck.objects.bulk_create(
-        GenerationCheck(
-            submission=submission,
-            variant=by_name[submission.pk, check["variant"]],
-            **{name: check[name] for name in storage.GENERATION_FIELDS},
-        )
-        for submission, payload in pairs
-        for check in payload["generation"]
-    )
 
 
 def _worker(job: tuple[int, int]) -> int:

@@ -211,7 +211,7 @@ def _store(
     RawEnvelope.objects.create(
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
     )
-    storage.store_rows(submission, payload)
+    storage.store_rows([(submission, payload)])
     Measurement.objects.bulk_create(measurement_rows(submission, payload))
     group = cells.Group.of(submission)
     cells.ensure_group(group)

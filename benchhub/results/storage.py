@@ -65,8 +65,9 @@ def conflicting_claims(claim: ModelFile) -> bool:
     return others.exclude(**{name: getattr(claim, name) for name in ModelFile.IDENTITY}).exists()
 
 
-def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
-    """The submission's normalised rows, one INSERT per table."""
+def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> None:
+    """The normalised rows of each (submission, payload), one INSERT per table for all of them
+    (ingest passes one, the bench's state generator hundreds)."""
     variants = SubmissionVariant.objects.bulk_create(
         SubmissionVariant(
             submission=submission,
@@ -76,29 +77,30 @@ def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
             patches=variant["patches"],
             env=variant["env"],
         )
+        for submission, payload in pairs
         for position, variant in enumerate(payload["variants"])
     )
-    by_name = {variant.name: variant for variant in variants}
-    runs = payload["sweep"]["runs"]
+    by_name = {(variant.submission_id, variant.name): variant for variant in variants}
+    runs = [(submission, run) for submission, payload in pairs for run in payload["sweep"]["runs"]]
     sweep_runs = SweepRun.objects.bulk_create(
         SweepRun(
             submission=submission,
-            variant=by_name[run["variant"]],
+            variant=by_name[submission.pk, run["variant"]],
             rep=run["rep"],
             seq=run["seq"],
             exit_code=run["exit_code"],
         )
-        for run in runs
+        for submission, run in runs
     )
     SweepRow.objects.bulk_create(
         SweepRow(run=sweep_run, **{name: row[name] for name in SWEEP_ROW_FIELDS})
-        for sweep_run, run in zip(sweep_runs, runs, strict=True)
+        for sweep_run, (_, run) in zip(sweep_runs, runs, strict=True)
         for row in run["rows"]
     )
     CorrectnessCheck.objects.bulk_create(
         CorrectnessCheck(
             submission=submission,
-            variant=by_name[check["variant"]],
+            variant=by_name[submission.pk, check["variant"]],
             tool=check["tool"],
             op=check["op"],
             backend=check["backend"],
@@ -107,14 +109,16 @@ def store_rows(submission: Submission, payload: dict[str, Any]) -> None:
             failed=check["failed"],
             reason=check.get("reason", ""),
         )
+        for submission, payload in pairs
         for check in payload["correctness"]
     )
     GenerationCheck.objects.bulk_create(
         GenerationCheck(
             submission=submission,
-            variant=by_name[check["variant"]],
+            variant=by_name[submission.pk, check["variant"]],
             **{name: check[name] for name in GENERATION_FIELDS},
         )
+        for submission, payload in pairs
         for check in payload["generation"]
     )
 

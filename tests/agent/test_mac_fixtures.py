@@ -25,6 +25,9 @@ EXPECTED: list[tuple[str, str, int | None, int, int, int]] = [
     ("m3-max", "unknown Mac", None, 12, 4, 137_438_953_472),  # `sysctl hw` names no chip
     ("m5-max", "Apple M5 Max", None, 18, 0, 128 * 2**30),  # Super 6 + Performance 12, no efficiency level
     ("github-runner-vm", "Apple M1 (Virtual)", None, 3, 0, 7_516_192_768),  # one level, named "Standard"
+    ("m4-max", "Apple M4 Max", None, 12, 4, 64 * 2**30),  # the full 16-core part
+    ("m2-air", "unknown Mac", None, 4, 4, 24 * 2**30),  # `sysctl hw` names no chip; levels have no names
+    ("m4-pro-binned", "unknown Mac", None, 8, 4, 24 * 2**30),  # 12-core M4 Pro; its brand string was cut
 ]
 
 

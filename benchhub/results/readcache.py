@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar, cast
 
 from django.conf import settings
@@ -32,6 +33,21 @@ RENDERED_TIMEOUT_S = 600
 RENEWAL_LEASE_S = 30
 
 Rendered = TypeVar("Rendered")
+
+
+def code_version() -> str:
+    """A digest of the code and templates that render boards, the same in every process of one
+    release: a rendering kept in the shared cache by the previous release is never served by the
+    next one (the cells' version alone would keep it until they change)."""
+    root = Path(settings.BASE_DIR)
+    digest = hashlib.sha256()
+    for path in sorted([*(root / "benchhub").rglob("*.py"), *(root / "templates").rglob("*.html")]):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+CODE_VERSION = code_version()
 CellsVersion = tuple[int, int, datetime | None]
 
 logger = logging.getLogger(__name__)
@@ -70,7 +86,10 @@ def cached_render(
     inputs. The clock is read before the version: a rendering kept since read_at holds every cell
     committed before it. The cache only saves work: while it cannot be reached, render() runs in the
     request as it would without a cache (its socket timeouts bound the wait to about a second)."""
-    key = f"{namespace}:{connection.settings_dict['NAME']}:" + hashlib.sha256(repr(inputs).encode()).hexdigest()
+    key = (
+        f"{namespace}:{CODE_VERSION}:{connection.settings_dict['NAME']}:"
+        + hashlib.sha256(repr(inputs).encode()).hexdigest()
+    )
     bound = settings.BENCHHUB_BOARD_MAX_STALENESS_SECONDS
     read_at = now()
     version = cells_version(cells)

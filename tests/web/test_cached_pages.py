@@ -233,3 +233,14 @@ def test_it_renders_the_pages_while_the_cache_is_unreachable(
     served = page_text(client.get(url))
     settings.CACHES = UNREACHABLE
     assert page_text(client.get(url)) == served
+
+
+def test_it_never_serves_a_board_rendered_by_another_release(
+    small_site: list[Submission], live_campaign: Campaign, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stale_within(5, settings, monkeypatch)
+    cells = LeaderboardCell.objects.filter(campaign=live_campaign)
+    assert cached_render("board", "inputs", cells, lambda: "old release") == "old release"
+    assert cached_render("board", "inputs", cells, lambda: "unchanged") == "old release"
+    monkeypatch.setattr(readcache, "CODE_VERSION", "a-new-release")
+    assert cached_render("board", "inputs", cells, lambda: "new release") == "new release"

@@ -63,9 +63,8 @@ class Writer:
         self.groups: set[Any] = set()
 
     def submission(self, key: Any, payload: dict[str, Any], body: bytes) -> Any:
-        """The unsaved Submission that ingest.py `_store` creates for this payload."""
-        from benchhub.results import flags, ingest, storage
-        from benchhub.results.models import Submission
+        """The unsaved Submission that ingest stores for this payload."""
+        from benchhub.results import ingest, storage
 
         machine = payload["machine"]
         machine_key = json.dumps(machine, sort_keys=True)
@@ -76,34 +75,10 @@ class Writer:
             row = storage.model_file_row(payload["model"])
             self.models[model_key] = (row, storage.conflicting_claims(row))
         model_file, conflict = self.models[model_key]
-        submission_flags = flags.derive(payload, self.campaign.definition)
-        if conflict:
-            submission_flags = sorted({*submission_flags, flags.MODEL_CONFLICT})
         opened = envelope.open_envelope(json.loads(body), envelope.SUBMISSION_TYPE)
-        return Submission(
-            campaign=self.campaign,
-            contributor=key.contributor,
-            key=key,
-            machine=self.machines[machine_key],
-            model_file=model_file,
-            chip=machine["chip"],
-            gpu_cores=machine["gpu_cores"],
-            model_sha256=model_file.sha256,
-            quant=model_file.file_type,
-            nonce=payload["nonce"],
-            payload_sha256=hashlib.sha256(opened.payload).hexdigest(),
-            sweep_sha256=hashlib.sha256(envelope.canonical_bytes(payload["sweep"]["runs"])).hexdigest(),
-            created_at=ingest.created_at_of(payload["created_at"]),
-            status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
-            flags=submission_flags,
-            is_demo=key.contributor.is_demo,
-            agent_name=payload["agent"]["name"],
-            agent_version=payload["agent"]["version"],
-            power_source=machine["power_source"],
-            low_power_mode=machine["low_power_mode"],
-            thermal=machine["thermal"],
-            llama_cpp=payload["llama_cpp"],
-            sweep_settings={name: value for name, value in payload["sweep"].items() if name != "runs"},
+        payload_sha256 = hashlib.sha256(opened.payload).hexdigest()
+        return ingest.submission_row(
+            key, payload, payload_sha256, self.campaign, self.machines[machine_key], model_file, conflict
         )
 
     def write(self, batch: list[tuple[Any, dict[str, Any], bytes]]) -> None:

@@ -20,7 +20,7 @@ from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
 from benchhub.results import campaigns, cells, flags, moderation, storage, tasks
 from benchhub.results.measurements import measurement_rows
-from benchhub.results.models import Campaign, Measurement, RawEnvelope, Submission
+from benchhub.results.models import Campaign, Machine, Measurement, ModelFile, RawEnvelope, Submission
 
 __all__ = ["IngestError", "IngestResult", "Registration", "VerifiedEnvelope", "ingest_submission", "register"]
 
@@ -78,14 +78,14 @@ def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], No
     except schema.SchemaViolation as error:
         raise IngestError.from_schema(error) from None
     payload_sha256 = hashlib.sha256(verified.opened.payload).hexdigest()
-    sweep_sha256 = hashlib.sha256(envelope.canonical_bytes(payload["sweep"]["runs"])).hexdigest()
+    sweep_sha256 = sweep_digest(payload)
     previous = _previous(verified.key, payload["nonce"], payload_sha256, sweep_sha256)
     if previous is not None:
         return previous
     campaign = check_against_campaign(payload)
     try:
         with transaction.atomic():
-            submission = _store(verified, payload, payload_sha256, sweep_sha256, campaign)
+            submission = _store(verified, payload, payload_sha256, campaign)
     except IntegrityError:
         # Another request stored this (key, nonce), these payload bytes or this sweep between our check and our insert.
         previous = _previous(verified.key, payload["nonce"], payload_sha256, sweep_sha256)
@@ -174,40 +174,59 @@ def created_at_of(text: str) -> datetime:
     return parsed
 
 
-def _store(
-    verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, sweep_sha256: str, campaign: Campaign
+def sweep_digest(payload: dict[str, Any]) -> str:
+    """What a re-sent measurement shares with its first sending, whatever its nonce."""
+    return hashlib.sha256(envelope.canonical_bytes(payload["sweep"]["runs"])).hexdigest()
+
+
+def submission_row(
+    key: PublicKey,
+    payload: dict[str, Any],
+    payload_sha256: str,
+    campaign: Campaign,
+    machine: Machine,
+    model_file: ModelFile,
+    conflict: bool,
 ) -> Submission:
-    key = verified.key
-    machine = payload["machine"]
-    model_file = storage.model_file_row(payload["model"])
+    """The unsaved Submission of a verified, valid payload (the bench's state generator writes
+    many with bulk_create); `conflict` when another claim about its model file disagrees."""
+    facts = payload["machine"]
     submission_flags = flags.derive(payload, campaign.definition)
-    if storage.conflicting_claims(model_file):
+    if conflict:
         submission_flags = sorted({*submission_flags, flags.MODEL_CONFLICT})
-    submission = Submission.objects.create(
+    return Submission(
         campaign=campaign,
         contributor=key.contributor,
         key=key,
-        machine=storage.machine_row(machine),
+        machine=machine,
         model_file=model_file,
-        chip=machine["chip"],
-        gpu_cores=machine["gpu_cores"],
+        chip=facts["chip"],
+        gpu_cores=facts["gpu_cores"],
         model_sha256=model_file.sha256,
         quant=model_file.file_type,
         nonce=payload["nonce"],
         payload_sha256=payload_sha256,
-        sweep_sha256=sweep_sha256,
+        sweep_sha256=sweep_digest(payload),
         created_at=created_at_of(payload["created_at"]),
         status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
         flags=submission_flags,
         is_demo=key.contributor.is_demo,
         agent_name=payload["agent"]["name"],
         agent_version=payload["agent"]["version"],
-        power_source=machine["power_source"],
-        low_power_mode=machine["low_power_mode"],
-        thermal=machine["thermal"],
+        power_source=facts["power_source"],
+        low_power_mode=facts["low_power_mode"],
+        thermal=facts["thermal"],
         llama_cpp=payload["llama_cpp"],
         sweep_settings={name: value for name, value in payload["sweep"].items() if name != "runs"},
     )
+
+
+def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
+    model_file = storage.model_file_row(payload["model"])
+    machine = storage.machine_row(payload["machine"])
+    conflict = storage.conflicting_claims(model_file)
+    submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file, conflict)
+    submission.save(force_insert=True)
     RawEnvelope.objects.create(
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
     )

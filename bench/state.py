@@ -84,7 +84,6 @@ class Writer:
     def write(self, batch: list[tuple[Any, dict[str, Any], bytes]]) -> None:
         """One transaction: the submissions, their raw envelopes and every normalised row."""
         from django.db import transaction
-        from django.db.models import prefetch_related_objects
 
         from benchhub.results import cells, storage
         from benchhub.results.measurements import measurement_rows
@@ -102,14 +101,13 @@ class Writer:
                 RawEnvelope(submission=submission, body=body, sha256=hashlib.sha256(body).hexdigest())
                 for submission, (_, _, body) in zip(submissions, batch, strict=True)
             )
-            storage.store_rows(
+            variants = storage.store_rows(
                 [(submission, payload) for submission, (_, payload, _) in zip(submissions, batch, strict=True)]
             )
-            prefetch_related_objects(submissions, "variants")
             Measurement.objects.bulk_create(
                 row
                 for submission, (_, payload, _) in zip(submissions, batch, strict=True)
-                for row in measurement_rows(submission, payload)
+                for row in measurement_rows(submission, payload, variants[submission.pk])
             )
 
 

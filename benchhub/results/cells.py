@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import transaction
@@ -131,17 +131,8 @@ def compute_cells(group: Group) -> tuple[list[LeaderboardCell], list[Headline]]:
                 batch_size=key[1],
                 model=model,
                 quant=quant,
-                baseline_tg_tps=aggregate.baseline_tg_tps,
-                tg_tps=aggregate.tg_tps,
-                speedup=aggregate.speedup,
-                interval=aggregate.interval,
-                ci_low=aggregate.ci_low,
-                ci_high=aggregate.ci_high,
-                verdict=aggregate.verdict,
-                n_machines=aggregate.n_machines,
-                n_submissions=aggregate.n_submissions,
-                n_contributors=aggregate.n_contributors,
                 excluded=counts,
+                **asdict(aggregate),
             )
         )
     return cells, _headlines(group, rows)
@@ -157,19 +148,7 @@ def _headlines(group: Group, rows: dict[tuple[str, int], list[stats.Row]]) -> li
     headlines = []
     for variant, machines in sorted(by_machine.items()):
         found = stats.headline_stats(machines.values(), sizes)
-        headlines.append(
-            Headline(
-                **group.filter(),
-                variant=variant,
-                batch_sizes=sizes,
-                speedup=found.speedup,
-                interval=found.interval,
-                ci_low=found.ci_low,
-                ci_high=found.ci_high,
-                verdict=found.verdict,
-                n_machines=found.n_machines,
-            )
-        )
+        headlines.append(Headline(**group.filter(), variant=variant, batch_sizes=sizes, **asdict(found)))
     return headlines
 
 

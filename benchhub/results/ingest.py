@@ -230,8 +230,8 @@ def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: 
     RawEnvelope.objects.create(
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
     )
-    storage.store_rows([(submission, payload)])
-    Measurement.objects.bulk_create(measurement_rows(submission, payload))
+    variants = storage.store_rows([(submission, payload)])
+    Measurement.objects.bulk_create(measurement_rows(submission, payload, variants[submission.pk]))
     group = cells.Group.of(submission)
     cells.ensure_group(group)
     transaction.on_commit(lambda: tasks.queue_refresh(group))

@@ -5,13 +5,13 @@ moderation, withdrawal and `rebuild_cells` derive them again from the stored raw
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
 
 from benchhub.results import flags, storage
-from benchhub.results.models import Measurement, Submission
+from benchhub.results.models import Measurement, Submission, SubmissionVariant
 
 Excluded = Measurement.Excluded
 
@@ -45,9 +45,15 @@ def exclusion(
     return Excluded.NONE.value
 
 
-def measurement_rows(submission: Submission, payload: dict[str, Any]) -> list[Measurement]:
-    """Unsaved rows, one per variant and batch size with at least one paired round; `variant` is
-    set from the submission's stored variants."""
+def stored_variants(submission: Submission) -> dict[str, SubmissionVariant]:
+    return {variant.name: variant for variant in submission.variants.all()}
+
+
+def measurement_rows(
+    submission: Submission, payload: dict[str, Any], variants: Mapping[str, SubmissionVariant]
+) -> list[Measurement]:
+    """Unsaved rows, one per variant and batch size with at least one paired round; `variants` are
+    the submission's stored variants by name."""
     statuses: dict[str, list[str]] = defaultdict(list)
     for check in payload["correctness"]:
         statuses[check["variant"]].append(check["status"])
@@ -56,7 +62,6 @@ def measurement_rows(submission: Submission, payload: dict[str, Any]) -> list[Me
         if check["degenerate"]:
             degenerate[check["variant"]].add(check["prompt_id"])
     baseline = payload["variants"][0]["name"]
-    variants = {variant.name: variant for variant in submission.variants.all()}
     rows = []
     for (name, batch_size), numbers in sorted(flags.paired_numbers(payload).items()):
         correctness = correctness_status(statuses[name])
@@ -95,4 +100,4 @@ def rebuild_measurements(submission: Submission) -> list[Measurement]:
     """Replace the submission's measurements from its stored envelope (after its state changed)."""
     submission.measurements.all().delete()
     payload = storage.stored_payload(bytes(submission.raw.body))
-    return Measurement.objects.bulk_create(measurement_rows(submission, payload))
+    return Measurement.objects.bulk_create(measurement_rows(submission, payload, stored_variants(submission)))

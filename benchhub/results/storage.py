@@ -65,9 +65,10 @@ def conflicting_claims(claim: ModelFile) -> bool:
     return others.exclude(**{name: getattr(claim, name) for name in ModelFile.IDENTITY}).exists()
 
 
-def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> None:
+def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> dict[Any, dict[str, SubmissionVariant]]:
     """The normalised rows of each (submission, payload), one INSERT per table for all of them
-    (ingest passes one, the bench's state generator hundreds)."""
+    (ingest passes one, the bench's state generator hundreds); returns each submission's variants
+    by name, for its measurements."""
     variants = SubmissionVariant.objects.bulk_create(
         SubmissionVariant(
             submission=submission,
@@ -121,6 +122,10 @@ def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> None:
         for submission, payload in pairs
         for check in payload["generation"]
     )
+    by_submission: dict[Any, dict[str, SubmissionVariant]] = {}
+    for (submission_id, name), variant in by_name.items():
+        by_submission.setdefault(submission_id, {})[name] = variant
+    return by_submission
 
 
 SWEEP_ROW_FIELDS = ("batch_size", "pp_tps", "tg_tps", "t_pp_s", "t_tg_s")

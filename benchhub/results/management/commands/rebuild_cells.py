@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from benchhub.results import cells, storage
-from benchhub.results.measurements import measurement_rows
+from benchhub.results.measurements import measurement_rows, stored_variants
 from benchhub.results.models import Measurement, Submission
 
 CHUNK = 500
@@ -35,7 +35,9 @@ class Command(BaseCommand):
                 Measurement.objects.bulk_create(
                     row
                     for submission in submissions
-                    for row in measurement_rows(submission, storage.stored_payload(bytes(submission.raw.body)))
+                    for row in measurement_rows(
+                        submission, storage.stored_payload(bytes(submission.raw.body)), stored_variants(submission)
+                    )
                 )
             done += len(submissions)
             last = submissions[-1].pk

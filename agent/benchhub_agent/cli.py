@@ -177,8 +177,9 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 @click.option("--yes", is_flag=True, help="Answer yes to publishing and to running on battery (not to untrusted code).")
 @click.option(
     "--trust-campaign",
-    metavar="SLUG",
-    help="Build campaign SLUG's code even though it is not the copy bundled with this agent (it is listed first).",
+    metavar="SLUG@sha256:DIGEST",
+    help="Run campaign SLUG although it is not the copy bundled with this agent, for the manifest of this "
+    "digest only (the listing prints it; any change asks again).",
 )
 @click.option("--no-upload", is_flag=True, help="Keep the result local (it stays in the outbox).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")

@@ -213,7 +213,11 @@ SUBMISSION_SCHEMA: dict[str, Any] = _object(
                 "build_type": _str,
                 "cmake_flags": _list({"type": "string", "maxLength": 500}, 64),
                 "compiler": _str,
-            }
+                # "pinned": built from the campaign's commit fetched by git; "local": from --llama-src or
+                # --variant binaries, which the service flags `local_source`. Absent in older agents' results.
+                "source": {"enum": ["pinned", "local"]},
+            },
+            optional=("source",),
         ),
         "variants": _list(VARIANT_SCHEMA, 16, 1),
         "sweep": SWEEP_SCHEMA,

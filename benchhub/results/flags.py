@@ -6,6 +6,9 @@ submission cannot avoid a flag by leaving it out. Pure functions of the payload 
 - `quarantined`: numbers no honest run gives (a variant beyond 10x or under 0.1x its baseline, or a
   rate beyond what any GPU can decode for the model's size). Stored, out of the cells until a
   moderator releases it.
+- `local_source`: built from the contributor's own llama.cpp tree (`--llama-src`) or binaries
+  (`--variant`), not from the campaign's commit fetched by the agent (`llama_cpp.source` = "local").
+  Stored and shown.
 - `model_conflict` is set by ingest (it needs the other claims about the same file).
 """
 
@@ -22,6 +25,7 @@ from benchhub.results import stats
 NONSTANDARD_SWEEP = "nonstandard_sweep"
 QUARANTINED = "quarantined"
 MODEL_CONFLICT = "model_conflict"
+LOCAL_SOURCE = "local_source"
 RUN_STATE_FLAGS = frozenset({"on_battery", "low_power_mode", "thermal_pressure"})
 
 MIN_ROUNDS = precision.MIN_ROUNDS
@@ -103,6 +107,8 @@ def derive(payload: dict[str, Any], definition: dict[str, Any]) -> list[str]:
         found.add(NONSTANDARD_SWEEP)
     if implausible(payload):
         found.add(QUARANTINED)
+    if payload["llama_cpp"].get("source") == "local":
+        found.add(LOCAL_SOURCE)
     machine = payload["machine"]
     if machine["power_source"] == "battery":
         found.add("on_battery")

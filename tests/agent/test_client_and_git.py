@@ -39,12 +39,15 @@ def test_it_names_the_commit_it_could_not_fetch(tmp_path: Path) -> None:
     assert not list(home().sources.glob(f"git-{'a' * 40}*"))  # no tree, not even a partial one
 
 
-def test_it_retries_with_growing_delays_then_gives_up_with_the_reason() -> None:
+def test_it_retries_with_growing_delays_then_gives_up_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib3.util.retry
+
     waits: list[float] = []
+    monkeypatch.setattr(urllib3.util.retry.time, "sleep", waits.append)  # urllib3's Retry does the waiting
     with pytest.raises(AgentError) as caught:
-        client.post_envelope("http://127.0.0.1:9", "/api/v1/submissions/", b"{}", attempts=3, sleep=waits.append)
-    assert waits == [1.0, 2.0]
-    assert caught.value.code == ExitCode.UPLOAD and "after 3 attempts" in caught.value.message
+        client.post_envelope("http://127.0.0.1:9", "/api/v1/submissions/", b"{}", attempts=4)
+    assert waits == [2.0, 4.0]  # urllib3: the first retry at once, then doubling
+    assert caught.value.code == ExitCode.UPLOAD and "after 4 attempts" in caught.value.message
 
 
 def test_git_never_reads_a_repo_or_commit_as_an_option_even_unchecked(tmp_path: Path) -> None:

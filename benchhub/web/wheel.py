@@ -30,10 +30,9 @@ def build() -> Path:
     """`pip wheel` from agent/, then only this version's wheel kept in the folder."""
     target = wheel_dir()
     target.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(AGENT_SOURCE), "-w", str(target)],
-        check=True,
-    )
+    # A pure-Python wheel for contributors' machines: its Requires-Python is theirs to meet, not the server's.
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--ignore-requires-python"]
+    subprocess.run([*build, str(AGENT_SOURCE), "-w", str(target)], check=True)
     built = target / wheel_name()
     if not built.is_file():
         raise FileNotFoundError(f"pip built no {built.name}: is agent/pyproject.toml's version {__version__}?")

@@ -25,6 +25,16 @@ from .errors import AgentError, ExitCode
 FETCH_DEADLINE_S = 1800.0  # one commit of llama.cpp is about 30 MB
 LS_REMOTE_DEADLINE_S = 120.0
 _HASH_CHUNK = 16 * 1024 * 1024
+# Git reaches a repository over https or file:// only (the manifest's rule), and so does any redirect
+# it follows: git hands curl only the protocols allowed here.
+PROTOCOLS = (
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "protocol.https.allow=always",
+    "-c",
+    "protocol.file.allow=always",
+)
 
 
 def _deadline(args: Sequence[str], limit_s: float) -> AgentError:
@@ -40,7 +50,8 @@ def _git(args: Sequence[str], cwd: Path, timeout_s: float | None = None) -> subp
     # `git apply` run under another repo resolves paths against that repo and silently skips patches.
     env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(cwd.parent), "GIT_TERMINAL_PROMPT": "0"}
     try:
-        return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        command = ["git", *PROTOCOLS, *args]
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError as error:
         raise AgentError(ExitCode.MISSING_TOOL, "git is not installed: see `benchhub-agent doctor`.") from error
     except subprocess.TimeoutExpired as error:
@@ -170,13 +181,13 @@ def resolve_ref(repo: str, ref: str) -> str:
     """The commit a ref points to now (`git ls-remote`: nothing is fetched). Only the ref itself counts:
     ls-remote also lists refs that merely end with the pattern."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    args = ["git", "ls-remote", "--", repo, ref]
+    args = ["git", *PROTOCOLS, "ls-remote", "--", repo, ref]
     try:
         done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=LS_REMOTE_DEADLINE_S)
     except FileNotFoundError as error:
         raise AgentError(ExitCode.MISSING_TOOL, "git is not installed: see `benchhub-agent doctor`.") from error
     except subprocess.TimeoutExpired as error:
-        raise _deadline(args[1:], LS_REMOTE_DEADLINE_S) from error
+        raise _deadline(["ls-remote"], LS_REMOTE_DEADLINE_S) from error
     commits = [line.split("\t")[0] for line in done.stdout.splitlines() if line.endswith(f"\t{ref}")]
     if done.returncode != 0 or len(commits) != 1 or len(commits[0]) != 40:
         reason = done.stderr.strip()[:300] or "no such ref"

@@ -15,6 +15,7 @@ A patch is checked before any byte is written: every path it names must be relat
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import re
@@ -94,9 +95,10 @@ def snapshot(pristine: Path, store: Path) -> str:
 
 
 def _unquoted(text: str) -> str:
+    """A header's path as git reads it: a quoted one has C escapes (`"\\056\\056/x"` is `../x`)."""
     path = text.split("\t", 1)[0].strip()
     if len(path) > 1 and path[0] == path[-1] == '"':
-        path = path[1:-1]
+        path = codecs.escape_decode(path[1:-1].encode())[0].decode("utf-8", errors="replace")
     return path
 
 

@@ -97,3 +97,30 @@ def test_it_talks_plain_http_only_to_this_machine() -> None:
     assert client.url_problem("https://user:pw@benchhub.example") == "carries a user name or password"
     assert client.url_problem("file:///etc/passwd") == "is not an http(s) URL"
     assert client.url_problem("https://bench hub.example") == "holds spaces or control characters"
+
+
+def test_git_reaches_a_repository_over_https_or_file_only(tmp_path: Path) -> None:
+    """Plain http (what a redirect could downgrade to) is not a protocol git may use: nothing is asked."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked: list[str] = []
+
+    class Recording(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_error(404)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(AgentError) as caught:
+            source.resolve_ref(f"http://127.0.0.1:{httpd.server_address[1]}/llama.cpp", "refs/heads/master")
+        assert caught.value.code == ExitCode.SOURCE and "not allowed" in caught.value.message
+        assert asked == []
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -76,12 +76,14 @@ def hostile_patches(tree: Path, target: Path) -> dict[str, list[str]]:
     climb = os.path.relpath(target, tree)
     text = target.read_text()
     folder = str(target.parent)
+    hidden = climb.replace("..", "\\056\\056")  # git reads "\056\056/x" as "../x"
     return {
         "creates a file above the tree": [new_file(climb)],
         "deletes a file above the tree": [deleted(climb, text)],
         "names an absolute path": [
             new_file(str(target).lstrip("/")).replace("b/" + str(target).lstrip("/"), "b/" + str(target))
         ],
+        "hides its '..' in a quoted path": [new_file(climb).replace(f"b/{climb}\n", f'"b/{hidden}"\n')],
         "renames a file out of the tree": [
             f"diff --git a/src/a.c b/{climb}\nsimilarity index 100%\nrename from src/a.c\nrename to {climb}\n"
         ],
@@ -102,6 +104,7 @@ CASES = [
     "creates a file above the tree",
     "deletes a file above the tree",
     "names an absolute path",
+    "hides its '..' in a quoted path",
     "renames a file out of the tree",
     "turns a file into a link to the target",
     "makes a link out, then writes through it",

@@ -2,8 +2,8 @@
 
 A server may be hostile, so every exchange is bounded three ways:
 - size: an answer is read in chunks and abandoned at its cap, never whole into memory first;
-- place: a redirect is followed only to a URL the agent would have accepted to begin with (https, or
-  plain http to this machine), checked before the request to it is sent;
+- place: a GET's redirect is followed only to a URL the agent would have accepted to begin with (https,
+  or plain http to this machine), checked before the request to it is sent; a POST is not redirected;
 - time: each request has an overall deadline from connect to last byte (retries and backoff
   included), and each phase of a run that makes several (loading a campaign: its manifest and its
   patches) has one too. Per-read timeouts alone let a server that trickles a byte at a time hold the agent forever.
@@ -108,28 +108,37 @@ class RedirectRefused(Exception):
 
 
 class _Session(requests.Session):
-    """A session that follows a redirect only to a URL `url_problem` accepts: the check runs on the
-    absolute target before anything is sent to it."""
+    """A session that never follows a redirect itself: requests reads a redirect's whole body (even with
+    allow_redirects=False, to offer `Response.next`), past every cap. `_get` follows them instead."""
 
     def get_redirect_target(self, resp: requests.Response) -> str | None:
-        target = super().get_redirect_target(resp)
-        if target is not None:
-            absolute = urljoin(resp.url, target)
-            problem = url_problem(absolute)
-            if problem:
-                raise RedirectRefused(absolute, problem)
-        return target
+        return None
 
 
-def _session(retry: Retry | None = None) -> _Session:
+def _session(retry: Retry | None = None) -> requests.Session:
     session = _Session()
-    session.max_redirects = MAX_REDIRECTS
     session.headers["User-Agent"] = USER_AGENT
     if retry is not None:
         adapter = HTTPAdapter(max_retries=retry)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
     return session
+
+
+def _get(session: requests.Session, url: str) -> requests.Response:
+    """GET `url`, following at most MAX_REDIRECTS redirects, each target checked by `url_problem` before
+    anything is sent to it. A redirect's own body is never read (requests would read it whole)."""
+    for _ in range(MAX_REDIRECTS + 1):
+        response = session.get(url, timeout=TIMEOUT_S, stream=True)
+        if not response.is_redirect:
+            return response
+        target = urljoin(url, response.headers["Location"])
+        response.close()
+        problem = url_problem(target)
+        if problem:
+            raise RedirectRefused(target, problem)
+        url = target
+    raise requests.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects")
 
 
 def upload_retry(attempts: int = 5, backoff_s: float = 1.0) -> Retry:
@@ -143,7 +152,6 @@ def upload_retry(attempts: int = 5, backoff_s: float = 1.0) -> Retry:
         raise_on_status=False,  # the last answer is returned, so its status is reported
         respect_retry_after_header=True,
         retry_after_max=RETRY_AFTER_MAX_S,
-        redirect=MAX_REDIRECTS,
     )
 
 
@@ -221,7 +229,7 @@ def get_json(server: str, path: str, max_bytes: int = JSON_CAP_BYTES) -> Respons
     url = _url(server, path)
 
     def fetch() -> Response:
-        with _session() as session, session.get(url, timeout=TIMEOUT_S, stream=True) as response:
+        with _session() as session, _get(session, url) as response:
             return Response(response.status_code, _capped_json(response, max_bytes))
 
     try:
@@ -240,7 +248,7 @@ def download(url: str, max_bytes: int = PATCH_CAP_BYTES) -> bytes:
         raise AgentError(ExitCode.MANIFEST, f"The download URL {url[:200]!r} {problem}: refused.")
 
     def fetch() -> bytes:
-        with _session() as session, session.get(url, timeout=TIMEOUT_S, stream=True) as response:
+        with _session() as session, _get(session, url) as response:
             if response.status_code != 200:
                 raise AgentError(ExitCode.CAMPAIGN, f"Could not download {url}: HTTP {response.status_code}.")
             return _capped(response, max_bytes)
@@ -262,12 +270,14 @@ def post_envelope(server: str, path: str, body: bytes, attempts: int = 5, backof
     identical envelope with the same result."""
     check_server(server)
     url = _url(server, path)
+    # Not redirected (see _Session): the service answers its API where it is asked.
+    options: dict[str, Any] = {"timeout": TIMEOUT_S, "stream": True}
     headers = {"Content-Type": "application/json"}
 
     def send() -> Response:
         with (
             _session(upload_retry(attempts, backoff_s)) as session,
-            session.post(url, data=body, timeout=TIMEOUT_S, headers=headers, stream=True) as response,
+            session.post(url, data=body, headers=headers, **options) as response,
         ):
             if response.status_code in RETRY_STATUSES:
                 raise AgentError(
@@ -282,7 +292,5 @@ def post_envelope(server: str, path: str, body: bytes, attempts: int = 5, backof
             ExitCode.UPLOAD,
             f"Upload failed after {attempts} attempts: could not reach {server} ({error.__class__.__name__}).",
         ) from error
-    except RedirectRefused as error:
-        raise _redirect_refused(url, error) from error
     except TooLarge as error:
         raise AgentError(ExitCode.UPLOAD, f"{url} answered more than {JSON_CAP_BYTES} bytes.") from error

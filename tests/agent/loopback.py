@@ -33,6 +33,7 @@ class HostileServer:
         self.received: list[tuple[str, bytes]] = []
         self.requested: list[str] = []  # every GET path, in order
         self.redirects: dict[str, str] = {}  # GET path -> Location of a 302
+        self.heavy_redirects: set[str] = set()  # of those, the ones whose 302 carries a 50 MB body
         self.trickled: set[str] = set()  # GET paths answered one byte every TRICKLE_S, for at most TRICKLE_FOR_S
         self.stopping = threading.Event()
         handler = self._handler()
@@ -48,7 +49,9 @@ class HostileServer:
 
             def do_GET(self) -> None:
                 server.requested.append(self.path)
-                if self.path in server.redirects:
+                if self.path in server.heavy_redirects:
+                    self._stream_big(server.redirects[self.path])
+                elif self.path in server.redirects:
                     self.send_response(302)
                     self.send_header("Location", server.redirects[self.path])
                     self.send_header("Content-Length", "0")
@@ -97,9 +100,11 @@ class HostileServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-            def _stream_big(self) -> None:
+            def _stream_big(self, location: str | None = None) -> None:
                 # No Content-Length: the agent must cut the stream itself, not trust a header.
-                self.send_response(200)
+                self.send_response(302 if location else 200)
+                if location:
+                    self.send_header("Location", location)
                 self.send_header("Content-Type", "text/x-diff")
                 self.send_header("Connection", "close")
                 self.end_headers()

@@ -167,6 +167,20 @@ def test_a_redirect_to_this_machine_is_followed(hostile: HostileServer, tiny: Pa
     assert "/patches/01-mv-ext-iquants.patch" in hostile.requested
 
 
+def test_the_body_of_a_redirect_is_never_read(hostile: HostileServer, tiny: Path) -> None:
+    """Its answer is capped; a redirect's body would otherwise be read whole, past every cap."""
+    name = "01-mv-ext-iquants.patch"
+    for variant in hostile.manifest["variants"]:
+        for patch in variant["patches"]:
+            if patch["name"] == name:
+                patch["url"] = patch["url"].replace("/patches/", "/moved/")
+    hostile.redirects[f"/moved/{name}"] = f"{hostile.url}/patches/{name}"
+    hostile.heavy_redirects.add(f"/moved/{name}")
+    answer = run_agent(hostile, tiny)
+    assert answer.exit_code == ExitCode.BUILD, answer.output
+    assert hostile.big_bytes_sent < 16 * 1024 * 1024  # what left the server sat in socket buffers
+
+
 def test_a_server_that_trickles_its_answer_is_cut_off_at_the_request_deadline(
     hostile: HostileServer, tiny: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,7 @@ import random
 import time
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from bench import payloads
 from bench.figures import report

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "protocol-vector.json").read_text())
 PATCH_TEXT = {
@@ -20,7 +20,7 @@ PATCH_TEXT = {
     "02-vectorized-bs1.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 02\n",
 }
 PERSONAS = ("ada", "bob", "cole", "dina", "eve")
-# The environment mv-ext-iquants gives its 01+02 variant (agent/benchhub_agent/data/campaigns/).
+# The environment mv-ext-iquants gives its 01+02 variant (protocol/benchhub_protocol/campaigns/).
 VEC_ENV = {
     "GGML_METAL_MV_IQ2_XXS_VEC": "1",
     "GGML_METAL_MV_IQ2_XS_VEC": "1",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from benchhub_agent.envelope import EnvelopeError
-from benchhub_agent.schema import SchemaViolation
+from benchhub_protocol.envelope import EnvelopeError
+from benchhub_protocol.schema import SchemaViolation
 
 
 class IngestError(Exception):

@@ -1,5 +1,5 @@
-"""Campaign rows come from the one definition JSON shipped with the agent; patch hashes come from
-the files in settings.PATCHES_DIR, so a variant whose patch is missing or empty is unavailable
+"""Campaign rows come from the definition JSONs of the shared package (benchhub_protocol/campaigns/);
+patch hashes come from the files in settings.PATCHES_DIR, so a variant whose patch is missing or empty is unavailable
 rather than published with a placeholder hash."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.conf import settings
 
 
 def definitions() -> list[dict[str, Any]]:
-    folder = resources.files("benchhub_agent.data").joinpath("campaigns")
+    folder = resources.files("benchhub_protocol").joinpath("campaigns")
     return [
         json.loads(entry.read_text(encoding="utf-8"))
         for entry in sorted(folder.iterdir(), key=lambda item: item.name)

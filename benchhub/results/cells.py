@@ -14,11 +14,11 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from benchhub_protocol import stats
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from benchhub.results import stats
 from benchhub.results.models import Campaign, CellGroup, Headline, LeaderboardCell, Measurement, Submission
 
 logger = logging.getLogger(__name__)

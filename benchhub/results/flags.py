@@ -14,17 +14,15 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from benchhub_agent import precision
-from benchhub_agent.sweep import sweep_differences
-
-from benchhub.results import stats
+from benchhub_protocol import rounds, stats
+from benchhub_protocol.rounds import sweep_differences
 
 NONSTANDARD_SWEEP = "nonstandard_sweep"
 QUARANTINED = "quarantined"
 MODEL_CONFLICT = "model_conflict"
 RUN_STATE_FLAGS = frozenset({"on_battery", "low_power_mode", "thermal_pressure"})
 
-MIN_ROUNDS = precision.MIN_ROUNDS
+MIN_ROUNDS = rounds.MIN_ROUNDS
 # A variant's paired speedup outside these bounds is no patch's effect.
 PLAUSIBLE_SPEEDUP = (0.1, 10.0)
 # Decode streams every weight once per step, so a step of b sequences yields at most b tokens per
@@ -119,7 +117,7 @@ def derive(payload: dict[str, Any], definition: dict[str, Any]) -> list[str]:
         found.add("variant_output_mismatch")
     if _rows_missing(payload["sweep"]):
         found.add("sweep_row_missing")
-    if precision.high_spread(payload["sweep"], baseline):  # the agent's rule, so it cannot be left out
+    if rounds.high_spread(payload["sweep"], baseline):  # the agent's rule, so it cannot be left out
         found.add("high_spread")
     return sorted(found)
 

@@ -19,7 +19,7 @@ from benchhub.accounts.models import Contributor, PublicKey
 
 
 class Campaign(models.Model):
-    """One A/B campaign; `definition` is the JSON of agent/benchhub_agent/data/campaigns/<slug>.json."""
+    """One A/B campaign; `definition` is the JSON of protocol/benchhub_protocol/campaigns/<slug>.json."""
 
     slug = models.SlugField(max_length=64, unique=True)
     title = models.CharField(max_length=200)

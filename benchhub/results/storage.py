@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from benchhub.results.models import (
     CorrectnessCheck,

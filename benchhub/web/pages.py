@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from benchhub_agent.envelope import b64encode
+from benchhub_protocol.envelope import b64encode
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse

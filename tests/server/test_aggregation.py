@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.contrib.auth.models import AnonymousUser
 from django.core.management import call_command
 from django.utils import timezone

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope, schema
+from benchhub_protocol import envelope, schema
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 

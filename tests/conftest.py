@@ -192,6 +192,14 @@ class Api:
     def submit(self, payload: Mapping[str, Any], signer: envelope.Signer, **headers: Any) -> Any:
         return self.post(self.submissions, submission_envelope(payload, signer), **headers)
 
+    def another_machine(self, owner: envelope.Signer, handle: str, n: int) -> envelope.Signer:
+        """The n-th other machine of a contributor: its own key, added to the handle with the
+        owner's key vouching (a machine is a key)."""
+        signer = persona(f"{handle}-machine-{n}")
+        response = self.register(signer, handle, owner)
+        assert response.status_code in (200, 201), response.json()
+        return signer
+
 
 @pytest.fixture
 def api(client: Any) -> Api:

@@ -59,12 +59,6 @@ def model_file_row(model: dict[str, Any]) -> ModelFile:
     return row
 
 
-def conflicting_claims(claim: ModelFile) -> bool:
-    """Whether another claim about the same file disagrees on what the file is."""
-    others = ModelFile.objects.filter(sha256=claim.sha256).exclude(pk=claim.pk)
-    return others.exclude(**{name: getattr(claim, name) for name in ModelFile.IDENTITY}).exists()
-
-
 def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> dict[Any, dict[str, SubmissionVariant]]:
     """The normalised rows of each (submission, payload), one INSERT per table for all of them
     (ingest passes one, the bench's state generator hundreds); returns each submission's variants

@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from benchhub.results import flags, storage
+from benchhub.results.campaigns import campaign_rules
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts, exports
 from benchhub.web.charts import Point, Series
@@ -218,7 +219,9 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
             else []
         ),
         "implausible": (
-            flags.implausible(storage.stored_payload(bytes(submission.raw.body)))
+            flags.implausible(
+                storage.stored_payload(bytes(submission.raw.body)), campaign_rules(submission.campaign.definition)
+            )
             if flags.QUARANTINED in submission.flags
             else []
         ),

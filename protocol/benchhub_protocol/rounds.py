@@ -19,6 +19,7 @@ from typing import Any
 
 HALF_WIDTH_TARGET = 0.01  # a cell is measured precisely enough when its 95% interval is within ±1%
 MIN_ROUNDS = 2  # one round has no spread to speak of: it is never a standard run
+MAX_ROUNDS = 30  # a submission with more rounds is refused (docs/protocol.md, cells)
 
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (scipy.stats.t.ppf(0.975, df)).
 _T975 = (

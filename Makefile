@@ -18,12 +18,15 @@ $(BIN)/python:
 
 # The agent asks contributors for a Python with tarfile's fixes (agent/pyproject.toml); the Pythons of this
 # project's dev and CI machines (3.11.7) predate them, and the agent's own unpacking does not need them, so
-# its tests run here anyway. --no-deps: ignoring Requires-Python while resolving would ignore it for the
-# dependencies too (a numpy too new for this Python); the service's install then brings them in.
-$(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml
+# its tests run here anyway. Its dependencies are installed first, each resolved for this Python (ignoring
+# Requires-Python while resolving would ignore it for them too: a numpy too new for 3.11), then the agent
+# itself past its Requires-Python.
+$(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml protocol/pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ./protocol -e '.[dev]'
+	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("agent/pyproject.toml", "rb"))["project"]["dependencies"]))' \
+		| xargs -d '\n' $(BIN)/pip install --quiet
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python -e ./agent
-	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install the service, the agent and the dev tools
@@ -54,7 +57,7 @@ lint: install  ## ruff and the migrations check
 # django-stubs imports the settings, which refuse to start without a secret key unless DEBUG is asked for.
 typecheck: export DJANGO_DEBUG := 1
 typecheck: install  ## mypy over the service and the agent
-	$(BIN)/mypy benchhub agent/benchhub_agent
+	$(BIN)/mypy benchhub agent/benchhub_agent protocol/benchhub_protocol
 	$(BIN)/mypy --cache-dir .mypy_cache/bench bench  # its own cache: a shared one resolves benchhub_agent differently
 
 test: install system-deps services fixtures lint typecheck  ## the whole test suite on PostgreSQL and Redis (what CI runs)

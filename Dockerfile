@@ -7,7 +7,10 @@ WORKDIR /app
 COPY agent/ agent/
 COPY pyproject.toml manage.py ./
 COPY benchhub/ benchhub/
-RUN pip install ./agent . && useradd --system --home /app benchhub
+# PyICU (TR39 skeletons of handles, benchhub/accounts/names.py) builds against the system's ICU.
+RUN apt-get update && apt-get install -y --no-install-recommends g++ pkg-config libicu-dev \
+    && pip install ./agent . && useradd --system --home /app benchhub \
+    && apt-get purge -y g++ && rm -rf /var/lib/apt/lists/*
 
 COPY templates/ templates/
 COPY static/ static/

@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from benchhub.accounts.errors import IngestError
+from benchhub.accounts import names
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
 from benchhub.results import campaigns, cells, flags, moderation, storage, tasks
@@ -222,6 +223,7 @@ def submission_row(
 
 
 def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
+    names.claim_chip(payload["machine"]["chip"])  # one spelling per chip slug (issue 30)
     model_file = storage.model_file_row(payload["model"])
     machine = storage.machine_row(payload["machine"])
     conflict = storage.conflicting_claims(model_file)

@@ -15,8 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
-from benchhub.accounts.errors import IngestError
 from benchhub.accounts import names
+from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
 from benchhub.results import campaigns, cells, flags, moderation, storage, tasks

@@ -9,8 +9,8 @@ same handle with both signatures (PROTOCOL.md section 3) at its next registratio
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

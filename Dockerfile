@@ -3,13 +3,14 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 
-# The agent package carries the shared envelope code, the payload schema and the campaign definition.
+# The shared rules (envelope, schema, statistics, campaigns) are protocol/; the agent is built into the served wheel.
+COPY protocol/ protocol/
 COPY agent/ agent/
 COPY pyproject.toml manage.py ./
 COPY benchhub/ benchhub/
 # PyICU (TR39 skeletons of handles, benchhub/accounts/names.py) builds against the system's ICU.
 RUN apt-get update && apt-get install -y --no-install-recommends g++ pkg-config libicu-dev \
-    && pip install ./agent . && useradd --system --home /app benchhub \
+    && pip install ./protocol . && useradd --system --home /app benchhub \
     && apt-get purge -y g++ && rm -rf /var/lib/apt/lists/*
 
 COPY templates/ templates/

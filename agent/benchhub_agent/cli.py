@@ -14,6 +14,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from benchhub_protocol import markdown
+from benchhub_protocol.envelope import (
+    EnvelopeError,
+    open_envelope,
+    parse_canonical_payload,
+    strict_loads,
+    verify_signature,
+)
+from benchhub_protocol.schema import SchemaViolation, validate_submission
 
 from . import (
     __version__,
@@ -21,7 +30,6 @@ from . import (
     doctor,
     keys,
     machine,
-    markdown,
     outbox,
     pipeline,
     preflight,
@@ -30,10 +38,8 @@ from . import (
     withdrawal,
 )
 from .dirs import home, write_atomic
-from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
 from .errors import AgentError, ExitCode, exit_codes_help, printable
 from .progress import Progress
-from .schema import SchemaViolation, validate_submission
 
 F = TypeVar("F", bound=Callable[..., Any])
 EPILOG = "\b\nExit codes:\n" + exit_codes_help()

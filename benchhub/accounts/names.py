@@ -19,7 +19,7 @@ import threading
 import unicodedata
 
 import icu
-from benchhub_agent.schema import HANDLE_PATTERN
+from benchhub_protocol.schema import HANDLE_PATTERN
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 

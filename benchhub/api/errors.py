@@ -23,7 +23,7 @@ class ApiError(exceptions.APIException):
         self.extra = extra  # more for a client to act on: the refused value, the known ones
 
     def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.code, "detail": str(self.detail)}
+        body: dict[str, Any] = {"error": self.code, "detail": str(self.detail), **self.extra}
         if self.field:
             body["field"] = self.field
         return body | self.extra

@@ -52,7 +52,7 @@ def read_body(request: Request) -> bytes:
 
 
 def _refusal(error: ingest.IngestError) -> ApiError:
-    return ApiError(error.http_status, error.code, error.detail, error.field)
+    return ApiError(error.http_status, error.code, error.detail, error.field, **error.extra)
 
 
 class ContributorsView(APIView):

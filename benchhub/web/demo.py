@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from benchhub.results.campaigns import resolved_variants
 from benchhub.results.models import Campaign

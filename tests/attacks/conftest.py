@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import requests
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.core.cache import cache
 
 from tests.conftest import registration_envelope, submission_envelope

@@ -31,8 +31,8 @@ def fill_names(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0001_initial'),
-        ('results', '0002_campaigns_and_immutable_envelopes'),
+        ('accounts', '0002_cells_v3'),
+        ('results', '0003_cells_v3'),
         ('web', '0002_reference_row_campaign_slug_unindexed'),
     ]
 
@@ -59,7 +59,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='moderationevent',
             name='action',
-            field=models.CharField(choices=[('hide_submission', 'hide submission'), ('unhide_submission', 'unhide submission'), ('release_submission', 'release submission'), ('hold_submission', 'hold submission'), ('withdraw_submission', 'withdrawn by its contributor'), ('ban_key', 'ban key'), ('unban_key', 'unban key'), ('retire_key', 'retire key (banned, its submissions hidden)'), ('mark_demo', 'mark contributor as demo'), ('mark_real', 'mark contributor as real'), ('delete_contributor', 'delete contributor')], max_length=32),
+            field=models.CharField(choices=[('hide_submission', 'hide submission'), ('unhide_submission', 'unhide submission'), ('release_submission', 'release submission'), ('hold_submission', 'hold submission'), ('withdraw_submission', 'withdrawn by its contributor'), ('ban_key', 'ban key'), ('unban_key', 'unban key'), ('retire_key', 'retire key (banned, its submissions hidden)'), ('mark_demo', 'mark contributor as demo'), ('mark_real', 'mark contributor as real'), ('delete_contributor', 'delete contributor'), ('decide_model_claim', 'decide which claim about a model file is true')], max_length=32),
         ),
         migrations.AlterField(
             model_name='publickey',

@@ -50,7 +50,7 @@ def test_sybil_keys_from_many_ipv6_64s_of_one_48_get_10_and_then_429(attacker: A
     assert statuses == [201] * 10 + [429] * 5
 
 
-def test_sybil_keys_from_30_networks_stop_at_the_global_ceiling(attacker: Attacker, settings: Any) -> None:
+def test_sybil_keys_from_many_networks_stop_at_the_global_ceiling(attacker: Attacker, settings: Any) -> None:
     settings.BENCHHUB_THROTTLE_REGISTRATIONS = "20/hour"
     refused_by_network = _register_many(attacker, ["192.0.2.1"] * 15, "loud")  # spends none of the ceiling
     assert refused_by_network == [201] * 10 + [429] * 5

@@ -100,6 +100,8 @@ class SubmissionIngestMixin:
             "id": result.id,
             "url": request.build_absolute_uri(reverse("submission", args=[result.id])),  # the web page
             "status": result.status,
+            # When its key leaves probation and the result enters the cells; null: it counts now.
+            "counts_from": result.counts_from.isoformat().replace("+00:00", "Z") if result.counts_from else None,
         }
         return Response(body, status=result.http_status)
 

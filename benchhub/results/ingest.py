@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,6 +43,7 @@ class IngestResult:
     id: str
     status: str
     created: bool  # False when the identical envelope had been stored before (a safe retry)
+    counts_from: datetime | None = None  # when its key leaves probation; None: it counts at once
 
     @property
     def http_status(self) -> int:
@@ -68,11 +69,21 @@ def verify(body: bytes) -> VerifiedEnvelope:
     return VerifiedEnvelope(body, opened, key)
 
 
+def counts_from(key: PublicKey) -> datetime | None:
+    """When the key's results enter the cells (docs/protocol.md, probation); None: already."""
+    end = key.created_at + timedelta(seconds=settings.BENCHHUB_KEY_PROBATION_S)
+    return end if end > timezone.now() else None
+
+
 def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], None] | None = None) -> IngestResult:
     """`before_parse` runs once the signer is known (the API throttles per key there)."""
     verified = verify(body)
     if before_parse is not None:
         before_parse(verified)
+    return replace(_store_verified(verified), counts_from=counts_from(verified.key))
+
+
+def _store_verified(verified: VerifiedEnvelope) -> IngestResult:
     try:
         payload = envelope.parse_canonical_payload(verified.opened.payload)
         schema.validate_submission(payload)

@@ -179,6 +179,8 @@ class Submission(models.Model):
         indexes = (
             models.Index(fields=["cells_refreshed_at", "received_at"]),
             models.Index(fields=["chip", "quant", "-received_at", "-id"], name="submission_chip_quant_newest"),
+            # Every claim about one model file, read by each refresh of its pages (claims.py).
+            models.Index(fields=["model_sha256"], name="submission_model_file"),
         )
 
     def __str__(self) -> str:

@@ -204,6 +204,10 @@ class Migration(migrations.Migration):
             field=models.CharField(blank=True, choices=[('', 'included'), ('hidden', 'Hidden'), ('withdrawn', 'Withdrawn'), ('held', 'Held'), ('correctness_failed', 'Correctness Failed'), ('correctness_not_run', 'Correctness Not Run'), ('degenerate_output', 'Degenerate Output'), ('run_state', 'Run State'), ('nonstandard_sweep', 'Nonstandard')], default='', max_length=32),
         ),
         migrations.AddIndex(
+            model_name='submission',
+            index=models.Index(fields=['model_sha256'], name='submission_model_file'),
+        ),
+        migrations.AddIndex(
             model_name='measurement',
             index=models.Index(fields=['campaign', 'chip', 'gpu_cores', 'model_sha256', 'backend'], name='measurement_page'),
         ),

@@ -93,6 +93,12 @@ class PublicKeyAdmin(AuditedOnly):
 class ChipNameAdmin(AuditedOnly):
     list_display = ("name", "slug", "created_at")
     search_fields = ("name", "slug")
+    actions = ("release",)
+
+    @admin.action(description="Release the slugs of spellings no visible submission uses (retire the squatter first)")
+    def release(self, request: HttpRequest, queryset: QuerySet[ChipName]) -> None:
+        count = moderation.release_chip_names(queryset, request.user, "released from the admin")
+        self.message_user(request, f"Released {count} spelling(s); spellings still in use keep their slug.")
 
 
 @admin.register(ModerationEvent)

@@ -75,6 +75,7 @@ class ModerationEvent(models.Model):
         MARK_DEMO = "mark_demo", "mark contributor as demo"
         MARK_REAL = "mark_real", "mark contributor as real"
         DELETE_CONTRIBUTOR = "delete_contributor", "delete contributor"
+        RELEASE_CHIP_NAME = "release_chip_name", "release a chip spelling's slug"
         DECIDE_MODEL_CLAIM = "decide_model_claim", "decide which claim about a model file is true"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchhub.accounts.errors import IngestError
-from benchhub.accounts.models import Contributor, ModerationEvent, PublicKey
+from benchhub.accounts.models import ChipName, Contributor, ModerationEvent, PublicKey
 from benchhub.results import claims
 from benchhub.results.cells import Group
 from benchhub.results.measurements import rebuild_measurements
@@ -181,3 +181,17 @@ def decide_claim(claim: ModelFile, actor: Actor, reason: str = "") -> None:
         Submission.objects.filter(model_sha256=claim.sha256).update(cells_refreshed_at=None)
         _audit(actor, ModerationEvent.Action.DECIDE_MODEL_CLAIM, claim.sha256, f"{claim}: {reason}".strip(": "))
         transaction.on_commit(lambda: queue_file_pages(claim.sha256))
+
+
+def release_chip_names(names: Iterable[ChipName], actor: Actor, reason: str = "") -> int:
+    """Free the slugs of spellings that no visible submission uses (a retired squatter's): the next
+    submission's spelling claims the slug. A spelling still in use keeps it. Returns how many."""
+    released = 0
+    for name in names:
+        if Submission.objects.filter(chip=name.name, hidden=False, withdrawn_at__isnull=True).exists():
+            continue
+        with transaction.atomic():
+            _audit(actor, ModerationEvent.Action.RELEASE_CHIP_NAME, name.name, reason)
+            name.delete()
+        released += 1
+    return released

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from benchhub.accounts.models import ChipName, ModerationEvent, PublicKey
+from benchhub.results import moderation
 from benchhub.results.models import Submission
 from tests.attacks.conftest import Attacker, fresh_key
 from tests.conftest import build_payload, persona
@@ -50,3 +52,19 @@ def test_a_chip_that_reads_as_another_or_takes_a_binning_slug_is_refused(attacke
     response = attacker.submit(build_payload(machine={"chip": chip}), key)
     assert response.status_code == 400 and response.json()["field"] == "machine.chip", response.text
     assert not Submission.objects.exists()
+
+
+def test_a_squatted_chip_spelling_is_released_once_its_key_is_retired(attacker: Attacker) -> None:
+    """A registered key can claim a spelling before honest machines report the chip; a moderator
+    retires the key and releases the spelling, and the honest spelling then owns the slug."""
+    squatter, honest = fresh_key("squatter"), persona("ada")
+    assert attacker.register(squatter, "squatter").status_code == 201
+    assert attacker.register(honest, "ada").status_code == 201
+    assert attacker.submit(build_payload(machine={"chip": "APPLE M6 PRO"}), squatter).status_code == 201
+    refused = attacker.submit(build_payload(machine={"chip": "Apple M6 Pro"}), honest)
+    assert (refused.status_code, refused.json()["error"]) == (400, "chip_name_taken")
+
+    moderation.retire_keys(PublicKey.objects.filter(contributor__handle="squatter"), None, "squatting")  # type: ignore[arg-type]
+    assert moderation.release_chip_names(ChipName.objects.filter(name="APPLE M6 PRO"), None, "squatting") == 1  # type: ignore[arg-type]
+    assert attacker.submit(build_payload(machine={"chip": "Apple M6 Pro"}), honest).status_code == 201
+    assert ModerationEvent.objects.filter(action="release_chip_name", target="APPLE M6 PRO").exists()

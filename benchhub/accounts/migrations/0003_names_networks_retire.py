@@ -59,7 +59,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='moderationevent',
             name='action',
-            field=models.CharField(choices=[('hide_submission', 'hide submission'), ('unhide_submission', 'unhide submission'), ('release_submission', 'release submission'), ('hold_submission', 'hold submission'), ('withdraw_submission', 'withdrawn by its contributor'), ('ban_key', 'ban key'), ('unban_key', 'unban key'), ('retire_key', 'retire key (banned, its submissions hidden)'), ('mark_demo', 'mark contributor as demo'), ('mark_real', 'mark contributor as real'), ('delete_contributor', 'delete contributor'), ('decide_model_claim', 'decide which claim about a model file is true')], max_length=32),
+            field=models.CharField(choices=[('hide_submission', 'hide submission'), ('unhide_submission', 'unhide submission'), ('release_submission', 'release submission'), ('hold_submission', 'hold submission'), ('withdraw_submission', 'withdrawn by its contributor'), ('ban_key', 'ban key'), ('unban_key', 'unban key'), ('retire_key', 'retire key (banned, its submissions hidden)'), ('mark_demo', 'mark contributor as demo'), ('mark_real', 'mark contributor as real'), ('delete_contributor', 'delete contributor'), ('release_chip_name', "release a chip spelling's slug"), ('decide_model_claim', 'decide which claim about a model file is true')], max_length=32),
         ),
         migrations.AlterField(
             model_name='publickey',

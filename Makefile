@@ -22,6 +22,7 @@ $(BIN)/python:
 # Requires-Python while resolving would ignore it for them too: a numpy too new for 3.11), then the agent
 # itself past its Requires-Python.
 $(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml protocol/pyproject.toml
+	pkg-config --exists icu-uc 2>/dev/null || scripts/system-deps.sh  # PyICU builds against the system's ICU
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ./protocol -e '.[dev]'
 	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("agent/pyproject.toml", "rb"))["project"]["dependencies"]))' \

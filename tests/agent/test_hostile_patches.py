@@ -163,3 +163,35 @@ def test_a_restore_rewrites_only_what_a_patch_changed(
     tree.restore()
     assert patched.read_text() == "int a;\n" and patched.stat().st_mtime_ns > mtimes[1]
     assert untouched.stat().st_mtime_ns == mtimes[0]
+
+
+def test_a_trusted_campaign_whose_patch_climbs_out_is_refused_end_to_end(tmp_path: Path, isolated_home: Path) -> None:
+    """Issue 31's report as it happened: a server's patch naming `../` paths, trusted with its digest, the
+    source a --llama-src tree. The working tree is cache/build/<config>/src, four levels under the home."""
+    from benchhub_agent.cli import main
+    from click.testing import CliRunner
+
+    from tests.agent.loopback import running
+    from tests.agent.test_hostile_server import GEMMA
+
+    keys.load_or_create(home())
+    key = keys.key_path(home())
+    decoy = tmp_path / "decoy-key"
+    decoy.write_text("the decoy's secret\n")
+    before = {path: path.read_bytes() for path in (key, decoy)}
+    tiny = tmp_path / "tiny-src"
+    tiny.mkdir()
+    (tiny / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.14)\nproject(tiny NONE)\n")
+    text = "".join(
+        deleted(f"../../../../{path.relative_to(isolated_home)}" if path == key else "../../../../../decoy-key", "x\n")
+        for path in (key, decoy)
+    )
+    with running() as hostile:
+        hostile.add_patch(0, "climbs.patch", text.encode())  # on the baseline, which is built first
+        args = ["run", str(GEMMA), "--server", hostile.url, "--no-upload", "--backend", "cpu", "--llama-src", str(tiny)]
+        listed = CliRunner().invoke(main, args)
+        assert listed.exit_code == ExitCode.UNTRUSTED, listed.output
+        digest = listed.output.split("manifest digest: ")[1].split()[0]
+        answer = CliRunner().invoke(main, [*args, "--trust-campaign", digest, "--yes"])
+    assert {path: path.read_bytes() for path in (key, decoy) if path.is_file()} == before
+    assert answer.exit_code == ExitCode.SOURCE and "climbs.patch" in answer.output and "refused" in answer.output

@@ -210,7 +210,9 @@ def test_it_holds_every_conflicting_claim_until_one_is_backed_by_three_machines(
     assert cell("01", 4).n_machines == 0, "two machines against one: still in dispute"
     submit_and_refresh(api, honest[2], tg=ratio_run(103, 1.6))
     result = cell("01", 4)
-    assert (result.n_machines, result.excluded["held"], result.quant) == (3, 1, "Q8_0")
+    assert (result.n_machines, result.excluded["held"], result.quant) == (3, 1, "IQ2_XXS"), (
+        "named by the standing claim"
+    )
     assert Submission.objects.get(pk=wrong.pk).state == "hidden"
 
 

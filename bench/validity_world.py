@@ -36,6 +36,7 @@ class World:
     round_sd: float = 0.03  # sd of one round's log ratio (variant process against baseline process)
     machine_sd: float = 0.01  # sd of the machines' true log ratios around the typical machine
     skewed: bool = False
+    heavy: bool = False  # process offsets from Student t with 3 df (same sd): warm-up and stray load
     rounds: tuple[int, int] = (2, 10)
     submissions: tuple[int, int] = (1, 3)
     miss: float = 0.0  # chance that a machine never measured a given batch size
@@ -58,6 +59,12 @@ def machine_deviation(world: World, rng: random.Random) -> float:
     return rng.gauss(0.0, scale)
 
 
+def heavy_tailed(rng: random.Random, sd: float) -> float:
+    """Student t with 3 degrees of freedom scaled to standard deviation sd (its variance is 3)."""
+    chi2 = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(3))
+    return sd * rng.gauss(0.0, 1.0) / math.sqrt(chi2 / 3) / math.sqrt(3)
+
+
 def submission_rounds(world: World, rng: random.Random, speed: float) -> dict[str, dict[int, dict[int, float]]]:
     """tg_tps by variant (baseline "upstream" included), batch size and round, for one submission."""
     process_sd = world.round_sd * math.sqrt(SHARED / 2)
@@ -67,7 +74,7 @@ def submission_rounds(world: World, rng: random.Random, speed: float) -> dict[st
     }
     for rep in range(1, rng.randint(*world.rounds) + 1):
         for name in out:
-            offset = rng.gauss(0.0, process_sd)
+            offset = heavy_tailed(rng, process_sd) if world.heavy else rng.gauss(0.0, process_sd)
             for size in BATCH_SIZES:
                 out[name][size][rep] = speed * size**0.8 * math.exp(offset + rng.gauss(0.0, size_sd))
     return out

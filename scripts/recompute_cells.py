@@ -183,17 +183,19 @@ def _usable(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
-def _log_summary(values: Sequence[float]) -> tuple[int, float, float]:
-    """n, mean and sample sd of the logs."""
-    logs = [math.log(value) for value in values]
+def _log_summary(values: Sequence[float]) -> tuple[int, float, float, float]:
+    """n, center (the median), and the mean and sample sd of log(value / center)."""
+    center = median(values)
+    logs = [math.log(value / center) for value in values]
     n = len(logs)
     mean = math.fsum(logs) / n
     sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
-    return n, mean, sd
+    return n, center, mean, sd
 
 
 def _geometric_mean(values: Sequence[float]) -> float:
-    return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+    _, center, mean, _ = _log_summary(values)
+    return center * math.exp(mean)
 
 
 def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
@@ -207,27 +209,19 @@ def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
     return "unclear"
 
 
-def _judge(summary: tuple[int, float, float] | None, n_tests: int, min_effect: float) -> Judged:
+def _judge(summary: tuple[int, float, float, float] | None, n_tests: int, min_effect: float) -> Judged:
     if summary is None:
         return (None, None, None, None, None, None, None, "too few machines")
-    n, mean, sd = summary
-    speedup = math.exp(mean)
+    n, center, mean, sd = summary
+    speedup = center * math.exp(mean)
     if n < MIN_MACHINES:
         return (speedup, None, None, None, None, None, None, "too few machines")
     half = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), n - 1) * sd / math.sqrt(n)
-    low, high = math.exp(mean - half), math.exp(mean + half)
+    low, high = center * math.exp(mean - half), center * math.exp(mean + half)
     spread = t_quantile(0.5 + PREDICT_LEVEL / 2, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)
+    predict = center * math.exp(mean - spread), center * math.exp(mean + spread)
     verdict = decide(speedup, low, high, min_effect)
-    return (
-        speedup,
-        INTERVAL_LABEL,
-        low,
-        high,
-        math.exp(mean - spread),
-        math.exp(mean + spread),
-        PREDICT_LEVEL,
-        verdict,
-    )
+    return (speedup, INTERVAL_LABEL, low, high, *predict, PREDICT_LEVEL, verdict)
 
 
 def page_stats(

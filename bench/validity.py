@@ -44,8 +44,13 @@ class Figure:
     def line(self) -> str:
         if self.unit == "%":
             value, error = f"{100 * self.value:.2f}%", f"±{100 * self.error:.2f}%"
-        else:
-            value, error = f"{self.value:+.3f}", f"±{self.error:.3f}"
+        elif self.unit == "points":
+            value, error = (
+                f"{self.value:+.3f}".replace("-0.000", "±0.000").replace("+0.000", "±0.000"),
+                f"±{self.error:.3f}",
+            )
+        else:  # a check with no figure of its own
+            value, error = "", ""
         holds = {True: "yes", False: "NO", None: ""}[self.holds]
         return f"{self.label:<66} {value:>8} {error:>8}  {self.target:<9} {holds}".rstrip()
 
@@ -108,7 +113,7 @@ def power(scale: float) -> list[Figure]:
     heavy = sim.World(8, effect=sim.constant(0.05), round_sd=0.05, machine_sd=0.01, heavy=True)
     value, error = faster_share(heavy, max(10, round(200 * scale)), seed=3999)
     figures.append(Figure("power at +5%, 8 machines, σ 5%/round, t3 tails", value, error, "", None))
-    figures.append(Figure("power never drops as machines are added (beyond 2 MC errors)", 1.0, 0.0, "yes", monotone))
+    figures.append(Figure("power never drops as machines are added (beyond 2 MC errors)", 1, 0, "", monotone, unit=""))
     return figures
 
 

@@ -42,8 +42,8 @@ ABOUT_VERDICTS = (
     "the whole interval lies inside that threshold, so any change is too small to matter. "
     '"unclear" means neither holds yet and more machines would settle it, and "too few machines" means '
     "fewer than 3 machines, too few for an interval at all. "
-    'The range marked "your Mac" is different: it is where 80% of new machines of that chip will land, '
-    "wider than the interval because machines differ from one another."
+    'The range labelled "what your Mac will likely see" is another thing: it is where 80% of new machines '
+    "of that chip will land, wider than the interval because machines differ from one another."
 )
 
 

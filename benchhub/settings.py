@@ -135,6 +135,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Where the patch files the campaigns measure live (served with their sha256).
 PATCHES_DIR = Path(os.environ.get("BENCHHUB_PATCHES_DIR", BASE_DIR / "patches"))
+# Where the agent wheel the site serves at /agent/ is built (benchhub/web/wheel.py).
+BENCHHUB_AGENT_WHEEL_DIR = Path(os.environ.get("BENCHHUB_AGENT_WHEEL_DIR", BASE_DIR / "build" / "agent-wheel"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 

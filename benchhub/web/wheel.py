@@ -1,5 +1,7 @@
-"""The agent's wheel, served by the site it reports to: `build_agent_wheel` builds it from agent/ at
-deploy time (make run, the Dockerfile), and the home and About pages give the one install line."""
+"""The agent's wheel, served by the site it reports to: `build_agent_wheel` builds it from agent/
+(the Dockerfile, at image build time), `prepare_site` builds it when it is missing or older than
+agent/ (make run, the compose stack's web service), and the home and About pages give the one
+install line."""
 
 from __future__ import annotations
 
@@ -18,12 +20,30 @@ AGENT_SOURCE = Path(settings.BASE_DIR) / "agent"
 
 def wheel_dir() -> Path:
     """Outside static/: a build product, not a source file (settings may name another folder)."""
-    return Path(getattr(settings, "BENCHHUB_AGENT_WHEEL_DIR", Path(settings.BASE_DIR) / "build" / "agent-wheel"))
+    return Path(settings.BENCHHUB_AGENT_WHEEL_DIR)
 
 
 def wheel_name() -> str:
     # The installed agent is the one the server imports, so its metadata is the wheel's version.
     return f"benchhub_agent-{__version__}-py3-none-any.whl"
+
+
+def _sources() -> list[Path]:
+    """What the wheel is built from: pyproject.toml and the package, not build products or bytecode."""
+    package = AGENT_SOURCE / "benchhub_agent"
+    found = [AGENT_SOURCE / "pyproject.toml", *package.rglob("*")]
+    return [path for path in found if path.is_file() and "__pycache__" not in path.parts]
+
+
+def is_current() -> bool:
+    """This version's wheel exists and is newer than every source file: a container built with
+    the wheel (the Dockerfile) starts without building it again, a checkout whose agent changed
+    gets a new one."""
+    built = wheel_dir() / wheel_name()
+    if not built.is_file():
+        return False
+    newest = max((path.stat().st_mtime for path in _sources()), default=0.0)
+    return built.stat().st_mtime >= newest
 
 
 def build() -> Path:

@@ -18,5 +18,6 @@ class Command(RunserverCommand):
         super().run(**options)
 
     def on_bind(self, server_port: int) -> None:
-        host = f"[{self.addr}]" if self._raw_ipv6 else ("0.0.0.0" if self.addr == "0" else self.addr)
+        addr = str(getattr(self, "addr", "127.0.0.1"))  # set by runserver's handle(); the stubs do not know it
+        host = f"[{addr}]" if getattr(self, "_raw_ipv6", False) else ("0.0.0.0" if addr == "0" else addr)
         self.stdout.write(f"benchhub is up (CONTROL-C stops it). Open {self.protocol}://{host}:{server_port}/")

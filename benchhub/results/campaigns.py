@@ -102,3 +102,15 @@ def resolved_variants(definition: dict[str, Any]) -> list[ResolvedVariant]:
 
 def campaign_patch_names(definition: dict[str, Any]) -> set[str]:
     return {name for variant in definition["variants"] for name in variant.get("patches", [])}
+
+
+BACKEND_NAMES = {"metal": "Metal", "cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan"}
+
+
+def variant_descriptions(definition: dict[str, Any]) -> dict[str, str]:
+    """Each variant's one-line explanation, as the campaign definition gives it."""
+    return {variant["name"]: variant.get("description", "") for variant in definition.get("variants", [])}
+
+
+def backend_name(backend: str) -> str:
+    return BACKEND_NAMES.get(backend.lower(), backend)

@@ -119,6 +119,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     chips = chips_by_slug(with_published=False)  # the comparison reads crowd cells only
     a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
     source = request.GET.get("from", "").strip()
+    picker = _picker(chips, source or (f"chip:{a}" if a in chips else ""))
+    listed = {str(s.pk) for s in picker}
     context: dict[str, object] = {
         "page": Page("Compare"),
         "chip_options": sorted((chip_label(*value), slug) for slug, value in chips.items()),
@@ -129,10 +131,12 @@ def compare(request: HttpRequest) -> HttpResponse:
             .values_list("handle", flat=True)
         ),
         "source": source,
-        "picker": _picker(chips, source or (f"chip:{a}" if a in chips else "")),
+        "picker": picker,
         "a": a,
         "b": b,
-        "sides": [("a", a), ("b", b)],
+        # A side names a listed submission, or none: then A takes the first and B the second (a chip's
+        # slug in a and b selected nothing, and the browser showed the first submission on both).
+        "sides": [(side, value if value in listed else "") for side, value in (("a", a), ("b", b))],
         "campaigns": [c for c in choices if c.live],
     }
     if not a or not b:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_agent import __version__, envelope
 
 from benchhub.results.campaigns import resolved_variants
 from benchhub.results.models import Campaign
@@ -176,7 +176,7 @@ def submission_payload(
         "schema_version": 1,
         "nonce": hashlib.sha256(seed.encode()).hexdigest()[:32],
         "created_at": (EPOCH + timedelta(hours=7 * index, minutes=len(seed))).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "agent": {"name": "benchhub-agent", "version": "1.0.0"},
+        "agent": {"name": "benchhub-agent", "version": __version__},  # the agent this site serves
         "campaign": campaign.slug,
         "machine": {
             "os": "macOS",

@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from benchhub.results import flags, storage
+from benchhub.results.campaigns import variant_descriptions
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts, exports
 from benchhub.web.charts import Point, Series
@@ -162,11 +163,17 @@ class VariantLine:
     ref: str | None
     patches: list[dict[str, str]]
     env: dict[str, str]
+    about: str = ""  # the campaign definition's one line on this variant
 
 
 def variant_lines(submission: Submission) -> list[VariantLine]:
-    refs = {entry["name"]: entry.get("ref") for entry in submission.campaign.definition["variants"]}
-    return [VariantLine(v.name, v.commit, refs.get(v.name), v.patches, v.env) for v in submission.variants.all()]
+    definition = submission.campaign.definition
+    refs = {entry["name"]: entry.get("ref") for entry in definition["variants"]}
+    about = variant_descriptions(definition)
+    return [
+        VariantLine(v.name, v.commit, refs.get(v.name), v.patches, v.env, about.get(v.name, ""))
+        for v in submission.variants.all()
+    ]
 
 
 def submission_context(request: HttpRequest, submission: Submission) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from io import StringIO
 
 import pytest
+from benchhub_agent import __version__
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -22,6 +23,8 @@ def test_it_seeds_published_rows_and_demo_submissions_through_the_ingest_once(li
     assert ReferenceRow.objects.count() == 19
     assert Submission.objects.count() == RawEnvelope.objects.count() == runs
     assert not Submission.objects.filter(is_demo=False).exists()
+    # The agent this site serves (/agent/), not a version that does not exist.
+    assert set(Submission.objects.values_list("agent_version", flat=True)) == {__version__}
     assert set(Contributor.objects.values_list("handle", flat=True)) == set(demo.HANDLES)
     assert not Contributor.objects.filter(is_demo=False).exists()
     chips = set(LeaderboardCell.objects.filter(n_machines__gt=0).values_list("chip", flat=True))

@@ -17,6 +17,11 @@
       layout.legend = {orientation: "v", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom",
                        font: layout.legend.font, maxheight: lines, tracegroupgap: 0};
     }
+    // A title wider than the phone was cut: it breaks after its first colon instead.
+    if (layout.title && layout.title.text && layout.title.text.indexOf(": ") > 0) {
+      layout.title.text = layout.title.text.replace(": ", ":<br>");
+      layout.margin.t += 20;
+    }
     if (layout.xaxis && layout.xaxis.ticktext) {
       layout.xaxis.ticktext = layout.xaxis.tickvals.map(String);
       layout.xaxis.title = {text: "batch size"};

@@ -148,6 +148,43 @@ def check_tables(browser: webdriver.Chrome, selector: str, must_fit: bool) -> No
             assert fits or hinted, headers  # out of view only with a visible affordance
 
 
+# Issue 33 at a phone's width: the ranking's machines and verdict, and a chip table's caption (also
+# once its table is scrolled to the end, where its last column must be in view), inside the screen.
+IN_VIEW = """
+function inside(el) {
+  var r = el.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && r.left >= -1 && r.right <= window.innerWidth + 1;
+}
+var row = document.querySelector('#ranking tbody tr');
+var found = {};
+if (row) {
+  found.machines = inside(row.querySelector('td.machines'));
+  found.verdict = inside(row.querySelector('td.verdict'));
+}
+var wrap = document.querySelector('table.board') && document.querySelector('table.board').closest('.table-wrap');
+if (wrap) {
+  var pin = wrap.querySelector('caption .pin');
+  found.caption = inside(pin);
+  wrap.scrollLeft = wrap.scrollWidth;
+  var cells = wrap.querySelector('thead tr').cells;
+  var last = cells[cells.length - 1].getBoundingClientRect();
+  var box = wrap.getBoundingClientRect();
+  found.caption_scrolled = inside(pin);
+  found.last_column = last.right <= box.right + 1 && last.left >= cells[0].getBoundingClientRect().right - 1;
+  wrap.scrollLeft = 0;
+}
+return found;
+"""
+
+
+def check_explained(browser: webdriver.Chrome) -> None:
+    """Issue 33: demo rows say so and the variants are explained."""
+    assert browser.find_element(By.CSS_SELECTOR, ".notice.demo").is_displayed()
+    assert [b for b in browser.find_elements(By.CSS_SELECTOR, "table .badge.demo") if b.is_displayed()]
+    notes = browser.find_element(By.CSS_SELECTOR, "dl.variant-notes")
+    assert notes.is_displayed() and "Patch 01" in notes.text
+
+
 def test_it_draws_every_page_in_headless_chromium(
     browser: webdriver.Chrome, live_server: Any, quick_start_site: Submission
 ) -> None:
@@ -155,7 +192,12 @@ def test_it_draws_every_page_in_headless_chromium(
     for size, tag in ((DESKTOP, "1400"), (PHONE, "390")):
         visit(browser, base + "/", size, plots=1)
         check_legends(browser)
-        check_tables(browser, "table.ranking", must_fit=size == DESKTOP)
+        check_tables(browser, "table.ranking", must_fit=size == DESKTOP)  # at 390 px one card per line: IN_VIEW
+        check_explained(browser)
+        assert browser.execute_script(IN_VIEW) == {"machines": True, "verdict": True}
+        check = browser.find_element(By.ID, "check-h").find_element(By.XPATH, "..")
+        assert check.find_element(By.LINK_TEXT, "snapshot").get_attribute("href").endswith("/api/v1/snapshot/")
+        assert "scripts/recompute_cells.py --server" in check.text
         screenshot(browser, f"home-{tag}")
 
         visit(browser, base + reverse("chip", args=["apple-m5-pro-20c"]), size, plots=3)
@@ -163,6 +205,9 @@ def test_it_draws_every_page_in_headless_chromium(
         check_tables(browser, "table.board", must_fit=size == DESKTOP)  # BS1 to BS16 and BS8/BS1 in view
         headers = browser.execute_script(TABLES, "table.board")[0][2]
         assert [text for text, _ in headers][1:10] == [f"BS{bs}" for bs in (1, 2, 3, 4, 5, 8, 9, 12, 16)]
+        check_explained(browser)
+        in_view = browser.execute_script(IN_VIEW)
+        assert in_view == {"caption": True, "caption_scrolled": True, "last_column": True}, in_view
         screenshot(browser, f"chip-{tag}")
 
         visit(browser, base + reverse("submission", args=[quick_start_site.pk]), size, plots=2)
@@ -173,6 +218,10 @@ def test_it_draws_every_page_in_headless_chromium(
         compare = f"{reverse('compare')}?a=apple-m1-8c&b=apple-m5-pro-20c"
         visit(browser, base + compare, size, plots=3)
         check_legends(browser)
+        if size == DESKTOP:
+            check_tables(browser, "table.compare", must_fit=True)  # both chips' columns in view
+        first, second = (Select(browser.find_element(By.ID, f"sub-{side}")) for side in "ab")
+        assert first.first_selected_option.text != second.first_selected_option.text
         screenshot(browser, f"compare-chips-{tag}")
 
         visit(browser, base + reverse("contributor", args=["demo-ada"]), size, plots=0)

@@ -3,11 +3,12 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 
-# The agent package carries the shared envelope code, the payload schema and the campaign definition.
+# The shared rules (envelope, schema, statistics, campaigns) are protocol/; the agent is built into the served wheel.
+COPY protocol/ protocol/
 COPY agent/ agent/
 COPY pyproject.toml manage.py ./
 COPY benchhub/ benchhub/
-RUN pip install ./agent . && useradd --system --home /app benchhub
+RUN pip install ./protocol . && useradd --system --home /app benchhub
 
 COPY templates/ templates/
 COPY static/ static/

@@ -16,9 +16,9 @@ help:  ## list the verbs
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml protocol/pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ./agent -e '.[dev]'
+	$(BIN)/pip install --quiet -e ./protocol -e ./agent -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install the service, the agent and the dev tools
@@ -50,7 +50,7 @@ lint: install  ## ruff and the migrations check
 # django-stubs imports the settings, which refuse to start without a secret key unless DEBUG is asked for.
 typecheck: export DJANGO_DEBUG := 1
 typecheck: install  ## mypy over the service and the agent
-	$(BIN)/mypy benchhub agent/benchhub_agent
+	$(BIN)/mypy benchhub agent/benchhub_agent protocol/benchhub_protocol
 	$(BIN)/mypy --cache-dir .mypy_cache/bench bench  # its own cache: a shared one resolves benchhub_agent differently
 
 test: install system-deps services fixtures lint typecheck  ## the whole test suite on PostgreSQL and Redis (what CI runs)

@@ -11,7 +11,7 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from bench import payloads
 from bench.client import post_bodies

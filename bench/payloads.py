@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 CAMPAIGN = "mv-ext-iquants"
 REPO = "https://github.com/ggml-org/llama.cpp"

@@ -15,7 +15,7 @@ import random
 import time
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from bench import payloads
 from bench.figures import report
@@ -59,7 +59,7 @@ class Writer:
 
         self.campaign = Campaign.objects.get(slug=payloads.CAMPAIGN)
         self.machines: dict[str, Any] = {}
-        self.models: dict[str, tuple[Any, bool]] = {}
+        self.models: dict[str, Any] = {}
         self.groups: set[Any] = set()
 
     def submission(self, key: Any, payload: dict[str, Any], body: bytes) -> Any:
@@ -72,13 +72,12 @@ class Writer:
             self.machines[machine_key] = storage.machine_row(machine)
         model_key = json.dumps(payload["model"], sort_keys=True)
         if model_key not in self.models:
-            row = storage.model_file_row(payload["model"])
-            self.models[model_key] = (row, storage.conflicting_claims(row))
-        model_file, conflict = self.models[model_key]
+            self.models[model_key] = storage.model_file_row(payload["model"])
+        model_file = self.models[model_key]
         opened = envelope.open_envelope(json.loads(body), envelope.SUBMISSION_TYPE)
         payload_sha256 = hashlib.sha256(opened.payload).hexdigest()
         return ingest.submission_row(
-            key, payload, payload_sha256, self.campaign, self.machines[machine_key], model_file, conflict
+            key, payload, payload_sha256, self.campaign, self.machines[machine_key], model_file
         )
 
     def write(self, batch: list[tuple[Any, dict[str, Any], bytes]]) -> None:

@@ -1,6 +1,6 @@
 """`python -m bench.stopping`: how many rounds the agent's stopping rule takes, simulated.
 
-The rule is the agent's own (benchhub_agent.precision and sweep): rounds in mirrored pairs, at least
+The rule is the agent's own (benchhub_protocol.rounds and the agent's sweep): rounds in mirrored pairs, at least
 two, more pairs until every non-baseline cell's 95% interval of the round-paired ratio is within ±1%,
 or the cap (10 rounds) comes first, which is `high_spread`. The sweep is the campaign mv-ext-iquants:
 a baseline and two variants, 9 batch sizes.
@@ -22,8 +22,8 @@ import random
 import statistics
 from typing import Any
 
-from benchhub_agent.precision import high_spread, ratio_interval, round_ratios
 from benchhub_agent.sweep import DEFAULT_MAX_ROUNDS, interleaved_round, precise_enough
+from benchhub_protocol.rounds import high_spread, ratio_interval, round_ratios
 
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
 TRUE_SPEEDUP = {"upstream": 1.0, "01": 1.4, "01+02": 1.6}  # the seed's magnitudes; the rule sees ratios only

@@ -151,6 +151,11 @@ BENCHHUB_THROTTLE_EXPORT = os.environ.get("BENCHHUB_THROTTLE_EXPORT", "10/hour")
 # How many reverse proxies in front of the service append to X-Forwarded-For; 0 trusts only REMOTE_ADDR.
 BENCHHUB_TRUSTED_PROXY_COUNT = int(os.environ.get("BENCHHUB_TRUSTED_PROXY_COUNT", "0"))
 # A submission whose cells are still unrefreshed this long after it arrived is re-queued by the sweeper.
+# A new key's results enter the cells only once the key is this old (0: at once, the development
+# default, so `make run` and its demo count every result).
+BENCHHUB_KEY_PROBATION_S = int(os.environ.get("BENCHHUB_KEY_PROBATION_S", "0" if DEBUG else "86400"))
+# How far in the future a payload's created_at may lie (clocks disagree a little).
+BENCHHUB_CLOCK_SKEW_S = int(os.environ.get("BENCHHUB_CLOCK_SKEW_S", "300"))
 BENCHHUB_SWEEPER_GRACE_SECONDS = int(os.environ.get("BENCHHUB_SWEEPER_GRACE_SECONDS", "60"))
 BENCHHUB_SWEEPER_INTERVAL_SECONDS = float(os.environ.get("BENCHHUB_SWEEPER_INTERVAL_SECONDS", "60"))
 # The daily public snapshot (manage.py write_snapshot): where it is written, and the site's own URL

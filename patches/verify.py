@@ -27,7 +27,7 @@ sys.path.insert(0, str(PATCHES_DIR))
 
 from verify_tools import apply_patch, copy_tree, host_syntax, metal_run, metal_syntax, touched_files  # noqa: E402
 
-CAMPAIGN_FILE = PATCHES_DIR.parent / "agent" / "benchhub_agent" / "data" / "campaigns" / "mv-ext-iquants.json"
+CAMPAIGN_FILE = PATCHES_DIR.parent / "protocol" / "benchhub_protocol" / "campaigns" / "mv-ext-iquants.json"
 PRISTINE_DIRNAME = "llama.cpp-0c1e570"
 METAL_DIR = "ggml/src/ggml-metal"
 MUL_MV = f"{METAL_DIR}/kernels/mul_mv.metal"

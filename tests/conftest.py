@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "protocol-vector.json").read_text())
 PATCH_TEXT = {
@@ -20,7 +20,7 @@ PATCH_TEXT = {
     "02-vectorized-bs1.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 02\n",
 }
 PERSONAS = ("ada", "bob", "cole", "dina", "eve")
-# The environment mv-ext-iquants gives its 01+02 variant (agent/benchhub_agent/data/campaigns/).
+# The environment mv-ext-iquants gives its 01+02 variant (protocol/benchhub_protocol/campaigns/).
 VEC_ENV = {
     "GGML_METAL_MV_IQ2_XXS_VEC": "1",
     "GGML_METAL_MV_IQ2_XS_VEC": "1",
@@ -191,6 +191,14 @@ class Api:
 
     def submit(self, payload: Mapping[str, Any], signer: envelope.Signer, **headers: Any) -> Any:
         return self.post(self.submissions, submission_envelope(payload, signer), **headers)
+
+    def another_machine(self, owner: envelope.Signer, handle: str, n: int) -> envelope.Signer:
+        """The n-th other machine of a contributor: its own key, added to the handle with the
+        owner's key vouching (a machine is a key)."""
+        signer = persona(f"{handle}-machine-{n}")
+        response = self.register(signer, handle, owner)
+        assert response.status_code in (200, 201), response.json()
+        return signer
 
 
 @pytest.fixture

@@ -72,7 +72,7 @@ def _bundled_data() -> Path:
 
 
 def bundled(slug: str) -> Campaign:
-    path = _bundled_data() / "campaigns" / f"{slug}.json"
+    path = Path(str(resources.files("benchhub_protocol") / "campaigns")) / f"{slug}.json"
     if not path.is_file():
         raise AgentError(ExitCode.CAMPAIGN, f"No campaign {slug!r} is bundled with this agent and no server gave one.")
     definition = json.loads(path.read_text())

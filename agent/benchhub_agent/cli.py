@@ -9,11 +9,21 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from benchhub_protocol import markdown
+from benchhub_protocol.envelope import (
+    EnvelopeError,
+    open_envelope,
+    parse_canonical_payload,
+    strict_loads,
+    verify_signature,
+)
+from benchhub_protocol.schema import SchemaViolation, validate_submission
 
 from . import (
     __version__,
@@ -21,7 +31,6 @@ from . import (
     doctor,
     keys,
     machine,
-    markdown,
     outbox,
     pipeline,
     preflight,
@@ -30,10 +39,8 @@ from . import (
     withdrawal,
 )
 from .dirs import home, write_atomic
-from .envelope import EnvelopeError, open_envelope, parse_canonical_payload, strict_loads, verify_signature
 from .errors import AgentError, ExitCode, exit_codes_help, printable
 from .progress import Progress
-from .schema import SchemaViolation, validate_submission
 
 F = TypeVar("F", bound=Callable[..., Any])
 EPILOG = "\b\nExit codes:\n" + exit_codes_help()
@@ -266,11 +273,29 @@ def run(
         answer = _send(queued, server, handle, interactive)
         summary.update(uploaded=True, url=answer.get("url"), id=answer.get("id"), status=answer.get("status"))
         click.echo(printable(f"Published ({answer.get('status')}): {answer.get('url')}"), err=True)
+        counts_from = _counts_from(answer)
+        if counts_from:
+            click.echo(
+                f"This key is new: the result shows on its page now and enters the leaderboard from {counts_from}.",
+                err=True,
+            )
     else:
         click.echo(f"Kept locally; publish it later with `benchhub-agent upload {done.envelope_path}`.", err=True)
     click.echo("\nFor a pull request (GitHub Markdown):\n\n" + _markdown(done.payload, summary["url"]), err=as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=1))
+
+
+def _counts_from(answer: dict[str, Any]) -> str | None:
+    """The server's word on when a key on probation counts, shown only if it is a real time."""
+    value = answer.get("counts_from")
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _markdown(payload: dict[str, Any], url: str | None) -> str:

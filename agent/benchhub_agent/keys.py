@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchhub_protocol.envelope import REGISTRATION_TYPE, Signer, envelope_bytes, sign
+from benchhub_protocol.schema import SchemaViolation, validate_registration
+
 from . import client
 from .dirs import Dirs, write_atomic
-from .envelope import REGISTRATION_TYPE, Signer, envelope_bytes, sign
 from .errors import AgentError, ExitCode
-from .schema import SchemaViolation, validate_registration
 
 KEY_FILE = "ed25519.seed"
 

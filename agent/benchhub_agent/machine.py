@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .schema import safe_text
+from benchhub_protocol.schema import safe_text
 
 Runner = Callable[[list[str]], str | None]
 

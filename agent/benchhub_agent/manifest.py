@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from benchhub_protocol.schema import SWEEP_EXTRA_ARGS
+
 from .client import url_problem
 from .errors import AgentError, ExitCode
-from .schema import SWEEP_EXTRA_ARGS
 
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 # A plain file name: no '/', no leading '.' or '-' (so never '..', a hidden file or a command-line option).

@@ -12,9 +12,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from benchhub_protocol.schema import safe_text
+
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
-from .schema import safe_text
 
 GGUF_MAGIC = b"GGUF"
 _HASH_CHUNK = 16 * 1024 * 1024

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchhub_protocol.envelope import EnvelopeError, open_envelope, strict_loads
+
 from . import client
 from .dirs import Dirs, write_atomic
-from .envelope import EnvelopeError, open_envelope, strict_loads
 from .errors import AgentError, ExitCode
 
 

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchhub_protocol.schema import SWEEP_EXTRA_ARGS, SchemaViolation
+
 from . import build, campaign, checks, machine, model, result, source, sweep
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
 from .progress import Progress
-from .schema import SWEEP_EXTRA_ARGS, SchemaViolation
 from .tools import parse_version
 
 

@@ -1,13 +1,13 @@
 """The result as a person reads it: decode t/s per variant and batch size, in the seed's format
 (`148.0→209.9 (+42%) ±0.8%`), where ± is the half-width of the 95% interval of the round-paired
-ratio (precision.py), and each variant's correctness and output status."""
+ratio (benchhub_protocol.rounds), and each variant's correctness and output status."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
-from .precision import half_width, round_ratios
+from benchhub_protocol.rounds import half_width, round_ratios
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from benchhub_protocol.envelope import SUBMISSION_TYPE, Signer, envelope_bytes, sign
+from benchhub_protocol.schema import FLAGS, validate_submission
+
 from . import __version__
-from .envelope import SUBMISSION_TYPE, Signer, envelope_bytes, sign
 from .keys import now_rfc3339
-from .schema import FLAGS, validate_submission
 
 
 def assemble(

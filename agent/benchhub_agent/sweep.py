@@ -1,6 +1,6 @@
 """The interleaved batched-bench sweep: mirrored pairs of rounds until every cell is precise enough.
 
-How precise a cell is comes from precision.py (the rule the server applies to the same payload); what
+How precise a cell is comes from benchhub_protocol.rounds (the rule the server applies to the same payload); what
 a run is worth, from what it printed: the warm-up pass is dropped, and a device run must show that the
 model went to the device.
 """
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .precision import MIN_ROUNDS, high_spread
+from benchhub_protocol.rounds import MIN_ROUNDS, high_spread, sweep_differences
+
 from .tools import check_offload, parse_batched_bench_jsonl, run_tool
 
 CTX_ALIGN = 256
@@ -67,33 +68,6 @@ class SweepSettings:
             "extra_args": list(self.extra_args),
             "runs": runs,
         }
-
-
-# Settings compared where the campaign states them; n_ctx only where it pins one (the agent derives it otherwise).
-COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
-
-
-def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> list[str]:
-    """What in a sweep's settings (PROTOCOL 4.4) differs from its campaign's, one phrase per setting; a
-    subset of the campaign's batch sizes is not a difference. The service keeps such a result out of
-    its cells (flag `nonstandard_sweep`); the agent says so before the run."""
-    differences = [
-        f"{name} {sweep.get(name)} instead of {campaign_sweep[name]}"
-        for name in COMPARED_SETTINGS
-        if name in campaign_sweep and sweep.get(name) != campaign_sweep[name]
-    ]
-    extra, wanted = sorted(sweep.get("extra_args") or []), sorted(campaign_sweep.get("extra_args") or [])
-    if extra != wanted:
-        differences.append(f"switches [{' '.join(extra)}] instead of [{' '.join(wanted)}]")
-    outside = sorted(set(sweep["batch_sizes"]) - set(campaign_sweep.get("batch_sizes", sweep["batch_sizes"])))
-    if outside:
-        differences.append(f"batch sizes {', '.join(map(str, outside))} outside the campaign's")
-    # Settings alone (what the service keeps of a stored submission) say nothing of rounds; more rounds
-    # than the campaign's minimum are always fine.
-    rounds = len({run["rep"] for run in sweep.get("runs") or []})
-    if 0 < rounds < MIN_ROUNDS:
-        differences.append(f"{rounds} round instead of at least {MIN_ROUNDS}")
-    return differences
 
 
 def planned_differences(settings: SweepSettings, campaign_sweep: dict[str, Any]) -> list[str]:
@@ -202,7 +176,7 @@ def run_sweep(
     require_offload: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     """Rounds in mirrored pairs (A B C, C B A), at least `reps` rounds; then more pairs until every
-    cell's 95% interval is within ±1% (precision.py), or the cap on rounds or time comes first, which
+    cell's 95% interval is within ±1% (benchhub_protocol.rounds), or the cap on rounds or time comes first, which
     is what `high_spread` then says. The first variant is the baseline. `sample_state` reads the
     machine's run state before every round; `require_offload` (a device backend's name) stops the
     sweep when a run's log shows the model was not offloaded to it.

@@ -6,8 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from benchhub_protocol.envelope import WITHDRAWAL_TYPE, Signer, envelope_bytes, sign
+
 from . import client
-from .envelope import WITHDRAWAL_TYPE, Signer, envelope_bytes, sign
 from .errors import AgentError, ExitCode
 from .keys import now_rfc3339
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from benchhub_agent.envelope import EnvelopeError
-from benchhub_agent.schema import SchemaViolation
+from benchhub_protocol.envelope import EnvelopeError
+from benchhub_protocol.schema import SchemaViolation
 
 
 class IngestError(Exception):
-    def __init__(self, http_status: int, code: str, detail: str, field: str | None = None) -> None:
+    def __init__(self, http_status: int, code: str, detail: str, field: str | None = None, **extra: str) -> None:
         super().__init__(detail)
         self.http_status = http_status
         self.code = code
         self.detail = detail
         self.field = field
+        self.extra = extra  # more fields of the error body, e.g. the stored submission a duplicate repeats
 
     @classmethod
     def from_envelope(cls, error: EnvelopeError) -> IngestError:

@@ -56,6 +56,7 @@ class ModerationEvent(models.Model):
         WITHDRAW_SUBMISSION = "withdraw_submission", "withdrawn by its contributor"
         BAN_KEY = "ban_key", "ban key"
         UNBAN_KEY = "unban_key", "unban key"
+        DECIDE_MODEL_CLAIM = "decide_model_claim", "decide which claim about a model file is true"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     actor_name = models.CharField(max_length=150, help_text="Kept even if the user account goes away.")

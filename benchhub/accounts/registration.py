@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchhub_agent import envelope, schema
+from benchhub_protocol import envelope, schema
 from django.db import IntegrityError, transaction
 
 from benchhub.accounts.errors import IngestError

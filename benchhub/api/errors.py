@@ -15,14 +15,15 @@ from rest_framework.views import exception_handler as drf_exception_handler
 class ApiError(exceptions.APIException):
     """A refusal with a machine code and, where one part of the input is at fault, its field."""
 
-    def __init__(self, http_status: int, code: str, detail: str, field: str | None = None) -> None:
+    def __init__(self, http_status: int, code: str, detail: str, field: str | None = None, **extra: Any) -> None:
         super().__init__(detail)
         self.status_code = http_status
         self.code = code
         self.field = field
+        self.extra = extra
 
     def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.code, "detail": str(self.detail)}
+        body: dict[str, Any] = {"error": self.code, "detail": str(self.detail), **self.extra}
         if self.field:
             body["field"] = self.field
         return body

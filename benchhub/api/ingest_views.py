@@ -43,7 +43,7 @@ def read_body(request: Request) -> bytes:
 
 
 def _refusal(error: ingest.IngestError) -> ApiError:
-    return ApiError(error.http_status, error.code, error.detail, error.field)
+    return ApiError(error.http_status, error.code, error.detail, error.field, **error.extra)
 
 
 class ContributorsView(APIView):
@@ -88,6 +88,8 @@ class SubmissionIngestMixin:
             "id": result.id,
             "url": request.build_absolute_uri(reverse("submission", args=[result.id])),  # the web page
             "status": result.status,
+            # When its key leaves probation and the result enters the cells; null: it counts now.
+            "counts_from": result.counts_from.isoformat().replace("+00:00", "Z") if result.counts_from else None,
         }
         return Response(body, status=result.http_status)
 

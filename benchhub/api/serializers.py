@@ -36,6 +36,10 @@ class SubmissionCreatedSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     url = serializers.URLField(help_text="the submission's web page")
     status = serializers.ChoiceField(choices=Submission.Status.choices)
+    counts_from = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When the signing key leaves probation and the result enters the cells; null when it counts now.",
+    )
 
 
 class WithdrawnSerializer(serializers.Serializer[Any]):

@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from benchhub_agent.envelope import b64encode
+from benchhub_protocol.envelope import b64encode
 from django.utils import timezone
 
 from benchhub.accounts.models import Contributor

@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from benchhub.results import moderation
-from benchhub.results.models import Campaign, LeaderboardCell, RawEnvelope, Submission
+from benchhub.results.models import Campaign, LeaderboardCell, ModelClaimDecision, ModelFile, RawEnvelope, Submission
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -75,3 +75,35 @@ class RawEnvelopeAdmin(ReadOnlyAdmin):
 class LeaderboardCellAdmin(ReadOnlyAdmin):
     list_display = ("campaign", "chip", "gpu_cores", "model", "variant", "batch_size", "speedup", "n_machines")
     list_filter = ("campaign", "quant", "variant")
+
+
+@admin.register(ModelFile)
+class ModelClaimAdmin(ReadOnlyAdmin):
+    """Every claim about a model file, listed by sha256 with the machines (keys) behind it."""
+
+    list_display = ("sha256", "file_type", "size_bytes", "architecture", "label", "machines", "submissions")
+    search_fields = ("sha256", "file_name", "label")
+    ordering = ("sha256", "file_type")
+    actions = ("accept_claim",)
+
+    @admin.display(description="machines")
+    def machines(self, claim: ModelFile) -> int:
+        return claim.submissions.filter(withdrawn_at__isnull=True).values("key").distinct().count()
+
+    @admin.display(description="submissions")
+    def submissions(self, claim: ModelFile) -> int:
+        return claim.submissions.count()
+
+    @admin.action(description="Accept this claim as the file's truth (the others stay held)")
+    def accept_claim(self, request: HttpRequest, queryset: QuerySet[ModelFile]) -> None:
+        if len({claim.sha256 for claim in queryset}) != queryset.count():
+            self.message_user(request, "Choose one claim per file.", messages.ERROR)
+            return
+        for claim in queryset:
+            moderation.decide_claim(claim, request.user, "accepted in the admin")
+        self.message_user(request, f"Decided {queryset.count()} file(s); their pages are being refreshed.")
+
+
+@admin.register(ModelClaimDecision)
+class ModelClaimDecisionAdmin(ReadOnlyAdmin):
+    list_display = ("sha256", "claim", "decided_by", "decided_at", "reason")

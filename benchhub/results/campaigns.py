@@ -1,5 +1,5 @@
-"""Campaign rows come from the one definition JSON shipped with the agent; patch hashes come from
-the files in settings.PATCHES_DIR, so a variant whose patch is missing or empty is unavailable
+"""Campaign rows come from the definition JSONs of the shared package (benchhub_protocol/campaigns/);
+patch hashes come from the files in settings.PATCHES_DIR, so a variant whose patch is missing or empty is unavailable
 rather than published with a placeholder hash."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from django.conf import settings
 
 
 def definitions() -> list[dict[str, Any]]:
-    folder = resources.files("benchhub_agent.data").joinpath("campaigns")
+    folder = resources.files("benchhub_protocol").joinpath("campaigns")
     return [
         json.loads(entry.read_text(encoding="utf-8"))
         for entry in sorted(folder.iterdir(), key=lambda item: item.name)
@@ -102,6 +103,38 @@ def resolved_variants(definition: dict[str, Any]) -> list[ResolvedVariant]:
 
 def campaign_patch_names(definition: dict[str, Any]) -> set[str]:
     return {name for variant in definition["variants"] for name in variant.get("patches", [])}
+
+
+@dataclass(frozen=True)
+class CampaignRules:
+    """What a campaign's manifest says about judging its results (docs/protocol.md, cells)."""
+
+    min_effect: float  # the smallest change worth reporting, as a fraction
+    plausible_ratio: tuple[float, float]  # a variant/baseline ratio outside it waits for a moderator
+    patched_backends: frozenset[str]  # rows of other backends are controls (identical code)
+    opened_at: datetime | None  # a result assembled before it is refused
+
+
+DEFAULT_MIN_EFFECT = 0.02
+DEFAULT_PLAUSIBLE_RATIO = (1 / 3, 3.0)
+# Where a verify step of speculative decoding falls (docs/campaigns.md): the headline's batch sizes.
+HEADLINE_BATCHES = (2, 8)
+
+
+def campaign_rules(definition: dict[str, Any]) -> CampaignRules:
+    low, high = definition.get("plausible_ratio") or DEFAULT_PLAUSIBLE_RATIO
+    opened = definition.get("opened_at")
+    return CampaignRules(
+        min_effect=float(definition.get("min_effect", DEFAULT_MIN_EFFECT)),
+        plausible_ratio=(float(low), float(high)),
+        patched_backends=frozenset(definition.get("patched_backends", ("metal",))),
+        opened_at=datetime.fromisoformat(opened) if opened else None,
+    )
+
+
+def headline_sizes(definition: dict[str, Any]) -> list[int]:
+    low, high = HEADLINE_BATCHES
+    return sorted(size for size in definition["sweep"]["batch_sizes"] if low <= size <= high)
 
 
 BACKEND_NAMES = {"metal": "Metal", "cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan"}

@@ -1,24 +1,28 @@
 """Leaderboard cells, recomputed a group at a time from the group's stored measurements.
 
-All cells a submission touches share its campaign, chip, GPU core count and model file (one
-machine, one model): a "group". A refresh, under the group's lock, reads every measurement of the
-group, computes each cell with stats.py, replaces the group's cells and marks the submissions it
-took in as refreshed. Idempotent: running it twice, or after a crash, gives the same cells.
+All cells a submission touches share its campaign, chip, GPU core count, model file and backend:
+a "group", which is also one chip page, the family whose verdicts are controlled together. A
+refresh, under the group's lock, reads every measurement of the group, computes each cell with
+benchhub_protocol.stats, replaces the group's cells and marks the submissions it took in as
+refreshed. Idempotent: running it twice, or after a crash, gives the same cells.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from collections.abc import Hashable
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from typing import Any
 
+from benchhub_protocol import stats
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from benchhub.results import stats
+from benchhub.accounts.models import PublicKey
+from benchhub.results import claims
+from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.models import Campaign, CellGroup, Headline, LeaderboardCell, Measurement, Submission
 
 logger = logging.getLogger(__name__)
@@ -26,10 +30,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Group:
+    """One page: the cells of one campaign, chip, GPU core count, model file and backend."""
+
     campaign_id: int
     chip: str
     gpu_cores: int | None
     model_sha256: str
+    backend: str
 
     def filter(self) -> dict[str, Any]:
         return {
@@ -37,21 +44,27 @@ class Group:
             "chip": self.chip,
             "gpu_cores": self.gpu_cores,
             "model_sha256": self.model_sha256,
+            "backend": self.backend,
         }
 
-    def task_args(self) -> tuple[int, str, int | None, str]:
-        return (self.campaign_id, self.chip, self.gpu_cores, self.model_sha256)
+    def task_args(self) -> tuple[int, str, int | None, str, str]:
+        return (self.campaign_id, self.chip, self.gpu_cores, self.model_sha256, self.backend)
 
     def lock_name(self) -> str:
-        return f"{self.campaign_id}:{self.chip}:{self.gpu_cores}:{self.model_sha256}"
+        return f"{self.campaign_id}:{self.chip}:{self.gpu_cores}:{self.model_sha256}:{self.backend}"
 
     @classmethod
     def of(cls, submission: Submission) -> Group:
-        return cls(submission.campaign_id, submission.chip, submission.gpu_cores, submission.model_sha256)
+        return cls(
+            submission.campaign_id, submission.chip, submission.gpu_cores, submission.model_sha256, submission.backend
+        )
 
     def waiting_submissions(self) -> QuerySet[Submission]:
         """Submissions of the group whose measurements are not yet in its cells."""
         return Submission.objects.filter(cells_refreshed_at__isnull=True, **self.filter())
+
+
+GROUP_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend")
 
 
 def ensure_group(group: Group) -> None:
@@ -70,86 +83,109 @@ def _lock(group: Group) -> None:
 # What a cell takes of a measurement.
 ROW_FIELDS = (
     "variant_name",
+    "commit",
     "batch_size",
     "excluded_reason",
+    "key_id",
     "contributor_id",
-    "memory_bytes",
     "speedup",
     "baseline_tg_tps",
     "submission_id",
 )
-NOT_IN_CELLS = (Measurement.Excluded.NONSTANDARD, Measurement.Excluded.WITHDRAWN)
+# Decisions that stand whatever the claims about the file say.
+DECIDED = (Measurement.Excluded.HIDDEN, Measurement.Excluded.WITHDRAWN)
 
 
-def compute_cells(group: Group) -> tuple[list[LeaderboardCell], list[Headline]]:
-    """Every cell of the group, from all of its measurements (PROTOCOL.md 5.1), and each variant's
-    headline over the campaign's batch sizes 2-8."""
-    rows: dict[tuple[str, int], list[stats.Row]] = defaultdict(list)
-    excluded: dict[tuple[str, int], dict[str, int]] = {}
-    first: dict[tuple[str, int], tuple[Any, Any]] = {}  # (received_at, submission) of the one naming the cell
+def on_probation(key_ids: set[int]) -> set[int]:
+    """The keys registered less than BENCHHUB_KEY_PROBATION_S ago: their rows wait (n_pending)."""
+    probation = settings.BENCHHUB_KEY_PROBATION_S
+    if probation <= 0 or not key_ids:
+        return set()
+    since = timezone.now() - timedelta(seconds=probation)
+    return set(PublicKey.objects.filter(pk__in=key_ids, created_at__gt=since).values_list("pk", flat=True))
+
+
+@dataclass
+class _Tally:
+    rows: list[stats.Row]
+    excluded: dict[str, int]
+    pending: set[int]
+    first: tuple[Any, Any] | None = None  # (received_at, submission) of the one naming the cell
+
+
+def compute_cells(group: Group, held: set[Any]) -> tuple[list[LeaderboardCell], list[Headline]]:
+    """Every cell of the group and each variant's headline, from all of its measurements
+    (docs/protocol.md, cells); `held` are the group's submissions held for a model conflict."""
+    definition = Campaign.objects.only("definition").get(pk=group.campaign_id).definition
+    rules = campaign_rules(definition)
+    control = group.backend not in rules.patched_backends
     # The submissions' arrival and model claim, once each: joined to each of their ~27 rows instead,
-    # they were most of a refresh's read (docs/performance.md, section 2).
+    # they were most of a refresh's read (docs/performance.md).
     claims = {
         pk: (received, label or name, quant)
         for pk, received, label, name, quant in Submission.objects.filter(**group.filter())
         .order_by()
         .values_list("pk", "received_at", "model_file__label", "model_file__file_name", "model_file__file_type")
     }
-    measurements = (
+    measurements = list(
         Measurement.objects.filter(**group.filter())
-        .exclude(excluded_reason__in=NOT_IN_CELLS)
+        .exclude(excluded_reason=Measurement.Excluded.NONSTANDARD)
         .order_by()
         .values_list(*ROW_FIELDS)
     )
-    for (
-        variant,
-        batch_size,
-        reason,
-        contributor,
-        memory,
-        speedup,
-        baseline,
-        submission,
-    ) in measurements.iterator(chunk_size=5000):
-        key = (variant, batch_size)
-        counts = excluded.setdefault(key, dict.fromkeys(Measurement.COUNTED_EXCLUSIONS, 0))
-        received = claims[submission][0]
-        if key not in first or (received, submission) < first[key]:
-            first[key] = (received, submission)
+    waiting = on_probation({row[4] for row in measurements})
+    tallies: dict[tuple[str, str, int], _Tally] = {}
+    for variant, commit, batch_size, reason, key, contributor, speedup, baseline, submission in measurements:
+        tally = tallies.setdefault(
+            (variant, commit, batch_size), _Tally([], dict.fromkeys(Measurement.COUNTED_EXCLUSIONS, 0), set())
+        )
+        arrival = (claims[submission][0], submission)
+        if tally.first is None or arrival < tally.first:
+            tally.first = arrival
+        if reason not in DECIDED and submission in held:
+            reason = Measurement.Excluded.HELD
         if reason:
-            counts[reason] += 1
+            tally.excluded[reason] += 1
+        elif key in waiting:
+            tally.pending.add(key)
         elif speedup is not None and baseline is not None:
-            rows[key].append(stats.Row((contributor, memory), contributor, speedup, baseline))
+            tally.rows.append(stats.Row(key, contributor, speedup, baseline))
+    page = stats.page_stats(
+        {cell: tally.rows for cell, tally in tallies.items()},
+        headline_sizes=headline_sizes(definition),
+        min_effect=rules.min_effect,
+    )
     cells = []
-    for key, counts in sorted(excluded.items()):
-        aggregate = stats.cell_stats(rows[key])
-        _, model, quant = claims[first[key][1]]
+    for (variant, commit, batch_size), tally in sorted(tallies.items()):
+        assert tally.first is not None
+        _, model, quant = claims[tally.first[1]]
         cells.append(
             LeaderboardCell(
                 **group.filter(),
-                variant=key[0],
-                batch_size=key[1],
+                variant=variant,
+                commit=commit,
+                batch_size=batch_size,
                 model=model,
                 quant=quant,
-                excluded=counts,
-                **asdict(aggregate),
+                excluded=tally.excluded,
+                n_pending=len(tally.pending),
+                min_effect=rules.min_effect,
+                control=control,
+                **asdict(page.cells[(variant, commit, batch_size)]),
             )
         )
-    return cells, _headlines(group, rows)
-
-
-def _headlines(group: Group, rows: dict[tuple[str, int], list[stats.Row]]) -> list[Headline]:
-    sweep = Campaign.objects.only("definition").get(pk=group.campaign_id).definition["sweep"]
-    sizes = sorted(size for size in sweep["batch_sizes"] if Headline.FROM_BATCH <= size <= Headline.TO_BATCH)
-    by_machine: dict[str, dict[Hashable, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(dict))
-    for (variant, batch_size), cell_rows in rows.items():
-        for row in cell_rows:
-            by_machine[variant][row.machine].setdefault(batch_size, []).append(row.speedup)
-    headlines = []
-    for variant, machines in sorted(by_machine.items()):
-        found = stats.headline_stats(machines.values(), sizes)
-        headlines.append(Headline(**group.filter(), variant=variant, batch_sizes=sizes, **asdict(found)))
-    return headlines
+    headlines = [
+        Headline(
+            **group.filter(),
+            variant=variant,
+            commit=commit,
+            batch_sizes=list(headline_sizes(definition)),
+            control=control,
+            **asdict(found),
+        )
+        for (variant, commit), found in sorted(page.headlines.items())
+    ]
+    return cells, headlines
 
 
 @transaction.atomic
@@ -162,7 +198,9 @@ def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
     # Listed after the lock and before the read: every submission listed has committed, so the read
     # below sees its rows. One that commits later stays waiting for its own queued refresh.
     waiting = list(group.waiting_submissions().values_list("pk", flat=True))
-    cells, headlines = compute_cells(group)
+    held = claims.held_submissions(group.model_sha256)
+    _mark_held(group, held)
+    cells, headlines = compute_cells(group, held)
     LeaderboardCell.objects.filter(**group.filter()).delete()
     LeaderboardCell.objects.bulk_create(cells)
     Headline.objects.filter(**group.filter()).delete()
@@ -170,6 +208,13 @@ def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
     if waiting:
         Submission.objects.filter(pk__in=waiting).update(cells_refreshed_at=timezone.now())
     return len(cells)
+
+
+def _mark_held(group: Group, held: set[Any]) -> None:
+    """What each submission's page says of its model claim follows the claims' current state."""
+    submissions = Submission.objects.filter(**group.filter())
+    submissions.filter(model_held=True).exclude(pk__in=held).update(model_held=False)
+    submissions.filter(model_held=False, pk__in=held).update(model_held=True)
 
 
 def refresh_submission_cells(submission_id: str) -> int:
@@ -181,10 +226,7 @@ def refresh_submission_cells(submission_id: str) -> int:
 
 
 def all_groups() -> list[Group]:
-    return [
-        Group(*values)
-        for values in CellGroup.objects.order_by("pk").values_list("campaign_id", "chip", "gpu_cores", "model_sha256")
-    ]
+    return [Group(*values) for values in CellGroup.objects.order_by("pk").values_list(*GROUP_FIELDS)]
 
 
 def refresh_all_cells() -> int:
@@ -198,9 +240,7 @@ def refresh_all_cells() -> int:
         except Exception:  # one group's failure must not stop the others'; the sweeper retries it
             logger.exception("could not refresh %s", group)
     known = set(groups)
-    stray = (
-        LeaderboardCell.objects.order_by().values_list("campaign_id", "chip", "gpu_cores", "model_sha256").distinct()
-    )
+    stray = LeaderboardCell.objects.order_by().values_list(*GROUP_FIELDS).distinct()
     for values in stray:
         if Group(*values) not in known:
             LeaderboardCell.objects.filter(**Group(*values).filter()).delete()

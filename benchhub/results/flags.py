@@ -3,10 +3,10 @@ submission cannot avoid a flag by leaving it out. Pure functions of the payload 
 
 - `nonstandard_sweep`: it measured something other than its campaign asks (other sweep settings,
   other variant environment, fewer than two rounds). Stored, shown, never in a cell.
-- `quarantined`: numbers no honest run gives (a variant beyond 10x or under 0.1x its baseline, or a
-  rate beyond what any GPU can decode for the model's size). Stored, out of the cells until a
-  moderator releases it.
-- `model_conflict` is set by ingest (it needs the other claims about the same file).
+- `quarantined`: numbers no honest run gives (model sizes that are zero or disagree, a speed-up
+  outside the campaign's plausible range, a decode rate beyond the chip's memory bandwidth).
+  Stored and shown, out of the cells until a moderator releases it.
+- A model claim that conflicts with another is held at refresh time (claims.py), not flagged here.
 """
 
 from __future__ import annotations
@@ -14,25 +14,22 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from benchhub_agent import precision
-from benchhub_agent.sweep import sweep_differences
+from benchhub_protocol import rounds, stats
+from benchhub_protocol.rounds import sweep_differences
 
-from benchhub.results import stats
+from benchhub.results import plausibility
+from benchhub.results.campaigns import CampaignRules, campaign_rules
 
 NONSTANDARD_SWEEP = "nonstandard_sweep"
 QUARANTINED = "quarantined"
-MODEL_CONFLICT = "model_conflict"
 RUN_STATE_FLAGS = frozenset({"on_battery", "low_power_mode", "thermal_pressure"})
 
-MIN_ROUNDS = precision.MIN_ROUNDS
-# A variant's paired speedup outside these bounds is no patch's effect.
-PLAUSIBLE_SPEEDUP = (0.1, 10.0)
-# Decode streams every weight once per step, so a step of b sequences yields at most b tokens per
-# pass over the model's bytes; 10 TB/s is above any GPU's memory bandwidth (an H200 has 4.8).
-MAX_BANDWIDTH_BYTES_PER_S = 10e12
-# No GGUF quantisation stores fewer bits a weight than IQ1_S (1.56): a floor on a file's bytes
-# that a claimed size_bytes cannot talk down.
-MIN_BITS_PER_WEIGHT = 1.5
+MIN_ROUNDS = rounds.MIN_ROUNDS
+# No GGUF quantisation stores fewer bits a weight than IQ1_S (1.56), and none more than F32.
+MIN_BITS_PER_WEIGHT, MAX_BITS_PER_WEIGHT = 1.5, 32
+# A GGUF file is its tensors plus a header (metadata, vocabulary): at most this much more.
+MAX_HEADER_BYTES = 64 * 2**20
+
 
 Rounds = dict[str, dict[int, dict[int, float]]]  # variant -> batch size -> rep -> tg_tps
 
@@ -77,22 +74,36 @@ def nonstandard_reasons(payload: dict[str, Any], definition: dict[str, Any]) -> 
     return reasons
 
 
-def implausible(payload: dict[str, Any]) -> list[str]:
-    """What no honest run gives, one phrase each."""
-    model = payload["model"]
-    model_bytes = max(model["size_bytes"], model["n_params"] * MIN_BITS_PER_WEIGHT / 8, 1)
-    low, high = PLAUSIBLE_SPEEDUP
+def model_problems(model: dict[str, Any]) -> list[str]:
+    """Where the model's claimed sizes are zero or disagree with each other, one phrase each."""
+    weights = sum(model["tensor_bytes_by_type"].values())
+    if not (model["size_bytes"] and model["n_params"] and weights):
+        return ["the model's size_bytes, n_params or tensor bytes is zero"]
     found = []
+    if not weights <= model["size_bytes"] <= weights + MAX_HEADER_BYTES:
+        found.append(f"the model's size_bytes {model['size_bytes']} disagrees with its {weights} tensor bytes")
+    if not model["n_params"] * MIN_BITS_PER_WEIGHT / 8 <= weights <= model["n_params"] * MAX_BITS_PER_WEIGHT / 8:
+        found.append(f"the model's {weights} tensor bytes cannot hold its {model['n_params']} parameters")
+    return found
+
+
+def implausible(payload: dict[str, Any], rules: CampaignRules) -> list[str]:
+    """What no honest run gives, one phrase each: sizes that disagree, a speed-up outside the
+    campaign's plausible range, or a decode rate beyond the memory bandwidth of the chip."""
+    found = model_problems(payload["model"])
+    weights = max(sum(payload["model"]["tensor_bytes_by_type"].values()), 1)
+    low, high = rules.plausible_ratio
     for (variant, batch_size), numbers in sorted(paired_numbers(payload).items()):
         if not low <= numbers.speedup <= high:
             found.append(f"{variant} at BS{batch_size} is {numbers.speedup:.3g}x its baseline")
+    bandwidth = plausibility.bandwidth_bytes_per_s(payload["machine"]["chip"])
     for run in payload["sweep"]["runs"]:
         for row in run["rows"]:
-            ceiling = row["batch_size"] * MAX_BANDWIDTH_BYTES_PER_S / model_bytes
+            ceiling = plausibility.MARGIN * row["batch_size"] * bandwidth / weights
             if row["tg_tps"] > ceiling:
                 found.append(
                     f"{run['variant']} at BS{row['batch_size']} decodes {row['tg_tps']:.4g} t/s, beyond "
-                    f"{ceiling:.4g} t/s for a {model_bytes / 1e9:.3g} GB model"
+                    f"{ceiling:.4g} t/s for {weights / 1e9:.3g} GB of weights at {bandwidth / 1e9:.4g} GB/s"
                 )
     return found
 
@@ -101,7 +112,7 @@ def derive(payload: dict[str, Any], definition: dict[str, Any]) -> list[str]:
     found = set(payload["flags"])
     if nonstandard_reasons(payload, definition):
         found.add(NONSTANDARD_SWEEP)
-    if implausible(payload):
+    if implausible(payload, campaign_rules(definition)):
         found.add(QUARANTINED)
     machine = payload["machine"]
     if machine["power_source"] == "battery":
@@ -119,7 +130,7 @@ def derive(payload: dict[str, Any], definition: dict[str, Any]) -> list[str]:
         found.add("variant_output_mismatch")
     if _rows_missing(payload["sweep"]):
         found.add("sweep_row_missing")
-    if precision.high_spread(payload["sweep"], baseline):  # the agent's rule, so it cannot be left out
+    if rounds.high_spread(payload["sweep"], baseline):  # the agent's rule, so it cannot be left out
         found.add("high_spread")
     return sorted(found)
 

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
-from benchhub_agent import envelope, schema
+from benchhub_protocol import envelope, rounds, schema
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
-from benchhub.results import campaigns, cells, flags, moderation, storage, tasks
+from benchhub.results import campaigns, cells, claims, flags, moderation, storage, tasks
+from benchhub.results.campaigns import campaign_rules
 from benchhub.results.measurements import measurement_rows
 from benchhub.results.models import Campaign, Machine, Measurement, ModelFile, RawEnvelope, Submission
 
@@ -39,6 +42,7 @@ class IngestResult:
     id: str
     status: str
     created: bool  # False when the identical envelope had been stored before (a safe retry)
+    counts_from: datetime | None = None  # when its key leaves probation; None: it counts at once
 
     @property
     def http_status(self) -> int:
@@ -64,11 +68,21 @@ def verify(body: bytes) -> VerifiedEnvelope:
     return VerifiedEnvelope(body, opened, key)
 
 
+def counts_from(key: PublicKey) -> datetime | None:
+    """When the key's results enter the cells (docs/protocol.md, probation); None: already."""
+    end = key.created_at + timedelta(seconds=settings.BENCHHUB_KEY_PROBATION_S)
+    return end if end > timezone.now() else None
+
+
 def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], None] | None = None) -> IngestResult:
     """`before_parse` runs once the signer is known (the API throttles per key there)."""
     verified = verify(body)
     if before_parse is not None:
         before_parse(verified)
+    return replace(_store_verified(verified), counts_from=counts_from(verified.key))
+
+
+def _store_verified(verified: VerifiedEnvelope) -> IngestResult:
     try:
         payload = envelope.parse_canonical_payload(verified.opened.payload)
         schema.validate_submission(payload)
@@ -78,17 +92,19 @@ def ingest_submission(body: bytes, before_parse: Callable[[VerifiedEnvelope], No
     except schema.SchemaViolation as error:
         raise IngestError.from_schema(error) from None
     payload_sha256 = hashlib.sha256(verified.opened.payload).hexdigest()
-    sweep_sha256 = sweep_digest(payload)
-    previous = _previous(verified.key, payload["nonce"], payload_sha256, sweep_sha256)
+    measured_sha256 = measured_digest(payload)
+    previous = _previous(verified.key, payload["nonce"], payload_sha256, measured_sha256)
     if previous is not None:
         return previous
     campaign = check_against_campaign(payload)
+    check_rounds(payload)
+    check_created_at(payload, campaign)
     try:
         with transaction.atomic():
             submission = _store(verified, payload, payload_sha256, campaign)
     except IntegrityError:
         # Another request stored this (key, nonce), these payload bytes or this sweep between our check and our insert.
-        previous = _previous(verified.key, payload["nonce"], payload_sha256, sweep_sha256)
+        previous = _previous(verified.key, payload["nonce"], payload_sha256, measured_sha256)
         if previous is None:
             raise
         return previous
@@ -106,11 +122,11 @@ def _refuse_nul(value: Any, path: str) -> None:
         _refuse_nul(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key)
 
 
-def _previous(key: PublicKey, nonce: str, payload_sha256: str, sweep_sha256: str) -> IngestResult | None:
+def _previous(key: PublicKey, nonce: str, payload_sha256: str, measured_sha256: str) -> IngestResult | None:
     """The stored answer to a retry; a refusal when the nonce, the payload bytes or the measured
-    rows were used otherwise. One query for the three unique keys: at most three rows."""
-    fields = ("id", "status", "key", "nonce", "payload_sha256", "sweep_sha256")
-    same = Q(key=key, nonce=nonce) | Q(payload_sha256=payload_sha256) | Q(key=key, sweep_sha256=sweep_sha256)
+    rows were used otherwise, under any key. One query for the three unique keys: at most three rows."""
+    fields = ("id", "status", "key", "nonce", "payload_sha256", "measured_sha256")
+    same = Q(key=key, nonce=nonce) | Q(payload_sha256=payload_sha256) | Q(measured_sha256=measured_sha256)
     found = list(Submission.objects.filter(same).only(*fields).order_by()[:3])
     stored = next((row for row in found if row.key_id == key.pk and row.nonce == nonce), None)
     if stored is None:
@@ -124,8 +140,9 @@ def _previous(key: PublicKey, nonce: str, payload_sha256: str, sweep_sha256: str
         raise IngestError(
             409,
             "duplicate_measurement",
-            f"These sweep rows were already submitted by this key as submission {earlier.id}.",
+            f"These measured rows were already submitted as submission {earlier.id}: one measurement counts once.",
             "sweep.runs",
+            submission=str(earlier.id),
         )
     if stored.payload_sha256 != payload_sha256:
         raise IngestError(409, "nonce_reused", "This key already used this nonce for a different payload.", "nonce")
@@ -174,9 +191,36 @@ def created_at_of(text: str) -> datetime:
     return parsed
 
 
-def sweep_digest(payload: dict[str, Any]) -> str:
-    """What a re-sent measurement shares with its first sending, whatever its nonce."""
-    return hashlib.sha256(envelope.canonical_bytes(payload["sweep"]["runs"])).hexdigest()
+def measured_digest(payload: dict[str, Any]) -> str:
+    """The fingerprint of a measurement: its (variant, rep, batch size, tg t/s, pp t/s) rows, in a
+    fixed order, whatever the nonce, the key, the order of runs or the other fields say."""
+    rows = sorted(
+        [run["variant"], run["rep"], row["batch_size"], row["tg_tps"], row["pp_tps"]]
+        for run in payload["sweep"]["runs"]
+        for row in run["rows"]
+    )
+    return hashlib.sha256(envelope.canonical_bytes(rows)).hexdigest()
+
+
+def check_rounds(payload: dict[str, Any]) -> None:
+    found = len({run["rep"] for run in payload["sweep"]["runs"]})
+    if found > rounds.MAX_ROUNDS:
+        raise IngestError(
+            400, "too_many_rounds", f"{found} rounds: at most {rounds.MAX_ROUNDS} are accepted.", "sweep.runs"
+        )
+
+
+def check_created_at(payload: dict[str, Any], campaign: Campaign) -> None:
+    """Not in the future (beyond the clock skew allowed), nor before the campaign opened."""
+    created = created_at_of(payload["created_at"])
+    latest = timezone.now() + timedelta(seconds=settings.BENCHHUB_CLOCK_SKEW_S)
+    if created > latest:
+        raise IngestError(400, "created_in_future", "created_at lies in the future.", "created_at")
+    opened = campaign_rules(campaign.definition).opened_at
+    if opened is not None and created < opened:
+        raise IngestError(
+            400, "created_before_campaign", f"created_at is before {campaign.slug} opened ({opened}).", "created_at"
+        )
 
 
 def submission_row(
@@ -186,14 +230,11 @@ def submission_row(
     campaign: Campaign,
     machine: Machine,
     model_file: ModelFile,
-    conflict: bool,
 ) -> Submission:
     """The unsaved Submission of a verified, valid payload (the bench's state generator writes
-    many with bulk_create); `conflict` when another claim about its model file disagrees."""
+    many with bulk_create)."""
     facts = payload["machine"]
     submission_flags = flags.derive(payload, campaign.definition)
-    if conflict:
-        submission_flags = sorted({*submission_flags, flags.MODEL_CONFLICT})
     return Submission(
         campaign=campaign,
         contributor=key.contributor,
@@ -203,10 +244,11 @@ def submission_row(
         chip=facts["chip"],
         gpu_cores=facts["gpu_cores"],
         model_sha256=model_file.sha256,
+        backend=facts["backend"],
         quant=model_file.file_type,
         nonce=payload["nonce"],
         payload_sha256=payload_sha256,
-        sweep_sha256=sweep_digest(payload),
+        measured_sha256=measured_digest(payload),
         created_at=created_at_of(payload["created_at"]),
         status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
         flags=submission_flags,
@@ -224,8 +266,7 @@ def submission_row(
 def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
     model_file = storage.model_file_row(payload["model"])
     machine = storage.machine_row(payload["machine"])
-    conflict = storage.conflicting_claims(model_file)
-    submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file, conflict)
+    submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file)
     submission.save(force_insert=True)
     RawEnvelope.objects.create(
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
@@ -234,6 +275,8 @@ def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: 
     Measurement.objects.bulk_create(measurement_rows(submission, payload, variants[submission.pk]))
     group = cells.Group.of(submission)
     cells.ensure_group(group)
+    if claims.touch(model_file.sha256):  # a claim about a disputed file: every page of the file refreshes
+        transaction.on_commit(lambda: tasks.queue_file_pages(model_file.sha256))
     transaction.on_commit(lambda: tasks.queue_refresh(group))
     return submission
 

@@ -27,13 +27,16 @@ def correctness_status(statuses: Iterable[str]) -> str:
 def exclusion(
     submission: Submission, correctness: str, degenerate: set[str], baseline_degenerate: set[str], n_rounds: int
 ) -> str:
-    """Why a row is left out of its cell ('' when it counts): the first that applies."""
-    if submission.withdrawn_at is not None:
-        return Excluded.WITHDRAWN.value
+    """Why a row is left out of its cell ('' when it counts): the first that applies, in the order
+    of docs/protocol.md (cells). A model conflict is decided at refresh time (claims.py)."""
     if flags.NONSTANDARD_SWEEP in submission.flags or n_rounds < flags.MIN_ROUNDS:
         return Excluded.NONSTANDARD.value
-    if submission.state == "hidden":
+    if submission.hidden:
         return Excluded.HIDDEN.value
+    if submission.withdrawn_at is not None:
+        return Excluded.WITHDRAWN.value
+    if not submission.released and Submission.HELD_FLAGS.intersection(submission.flags):
+        return Excluded.HELD.value
     if correctness == "fail":
         return Excluded.CORRECTNESS_FAILED.value
     if correctness != "pass":
@@ -71,12 +74,14 @@ def measurement_rows(
                 variant=variants[name],
                 campaign_id=submission.campaign_id,
                 contributor_id=submission.contributor_id,
+                key_id=submission.key_id,
                 chip=submission.chip,
                 gpu_cores=submission.gpu_cores,
-                memory_bytes=payload["machine"]["memory_bytes"],
                 model_sha256=submission.model_sha256,
+                backend=submission.backend,
                 quant=submission.quant,
                 variant_name=name,
+                commit=variants[name].commit,
                 batch_size=batch_size,
                 n_rounds=numbers.n_rounds,
                 tg_tps=numbers.tg_tps,

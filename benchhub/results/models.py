@@ -19,7 +19,7 @@ from benchhub.accounts.models import Contributor, PublicKey
 
 
 class Campaign(models.Model):
-    """One A/B campaign; `definition` is the JSON of agent/benchhub_agent/data/campaigns/<slug>.json."""
+    """One A/B campaign; `definition` is the JSON of protocol/benchhub_protocol/campaigns/<slug>.json."""
 
     slug = models.SlugField(max_length=64, unique=True)
     title = models.CharField(max_length=200)
@@ -66,7 +66,7 @@ class ModelFile(models.Model):
     """One claim about a GGUF file (identified by the sha256 of its bytes): every submission keeps
     its own claim, so the first submitter of a file never names it for everyone. Identical claims
     share a row (keyed by `fingerprint`); claims that disagree on the same sha256 are a conflict
-    (ingest flags `model_conflict`)."""
+    (claims.py holds them)."""
 
     fingerprint = models.CharField(max_length=64, unique=True, help_text="sha256 of the canonical claim")
     sha256 = models.CharField(max_length=64, db_index=True)
@@ -83,6 +83,21 @@ class ModelFile(models.Model):
 
     def __str__(self) -> str:
         return self.label or self.file_name
+
+
+class ModelClaimDecision(models.Model):
+    """A moderator's word on which claim about a file is true: submissions whose claim differs from
+    it stay held; those that agree count. Without one, conflicting claims resolve by machines
+    (claims.resolve)."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    claim = models.ForeignKey(ModelFile, on_delete=models.PROTECT, related_name="+")
+    decided_by = models.CharField(max_length=150)
+    reason = models.TextField(blank=True)
+    decided_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]}: {self.claim}"
 
 
 def time_ordered_uuid(at: datetime | None = None) -> uuid.UUID:
@@ -113,7 +128,10 @@ class Submission(models.Model):
     model_file = models.ForeignKey(ModelFile, on_delete=models.PROTECT, related_name="submissions")
     nonce = models.CharField(max_length=32)
     payload_sha256 = models.CharField(max_length=64)
-    sweep_sha256 = models.CharField(max_length=64, help_text="sha256 of the canonical sweep runs: a re-sent result")
+    measured_sha256 = models.CharField(
+        max_length=64,
+        help_text="sha256 of the measured rows (variant, rep, batch size, t/s): one measurement counts once",
+    )
     created_at = models.DateTimeField(help_text="When the agent assembled the result (its clock).")
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices)
@@ -140,23 +158,29 @@ class Submission(models.Model):
     chip = models.CharField(max_length=200, default="")
     gpu_cores = models.PositiveIntegerField(null=True)
     model_sha256 = models.CharField(max_length=64, default="")
+    backend = models.CharField(max_length=16, default="")
     quant = models.CharField(max_length=32, default="")
+    model_held = models.BooleanField(
+        default=False, help_text="Its model claim conflicts with another one on the same file (set by the refresh)."
+    )
 
     objects = SubmissionQuerySet.as_manager()
 
     # Server flags a moderator must release before the submission counts.
-    HELD_FLAGS = frozenset({"quarantined", "model_conflict"})
+    HELD_FLAGS = frozenset({"quarantined"})
 
     class Meta:
         ordering = ("-received_at", "-id")
         constraints = (
             models.UniqueConstraint(fields=["key", "nonce"], name="submission_key_nonce_unique"),
             models.UniqueConstraint(fields=["payload_sha256"], name="submission_payload_unique"),
-            models.UniqueConstraint(fields=["key", "sweep_sha256"], name="submission_key_sweep_unique"),
+            models.UniqueConstraint(fields=["measured_sha256"], name="submission_measured_unique"),
         )
         indexes = (
             models.Index(fields=["cells_refreshed_at", "received_at"]),
             models.Index(fields=["chip", "quant", "-received_at", "-id"], name="submission_chip_quant_newest"),
+            # Every claim about one model file, read by each refresh of its pages (claims.py).
+            models.Index(fields=["model_sha256"], name="submission_model_file"),
         )
 
     def __str__(self) -> str:
@@ -164,8 +188,10 @@ class Submission(models.Model):
 
     @property
     def held_back(self) -> list[str]:
-        """The server flags that keep it out of the cells until a moderator releases it."""
-        return [] if self.released else sorted(self.HELD_FLAGS.intersection(self.flags))
+        """What keeps it out of the cells until a moderator decides (or, for a model conflict,
+        until the claims resolve)."""
+        held = [] if self.released else sorted(self.HELD_FLAGS.intersection(self.flags))
+        return [*held, "model_conflict"] if self.model_held else held
 
     @property
     def state(self) -> str:
@@ -280,24 +306,27 @@ class Measurement(models.Model):
         NONE = "", "included"
         # Left out and counted in the cell's `excluded`, in the order the first applying one is chosen.
         HIDDEN = "hidden"
+        WITHDRAWN = "withdrawn"
+        HELD = "held"
         CORRECTNESS_FAILED = "correctness_failed"
         CORRECTNESS_NOT_RUN = "correctness_not_run"
         DEGENERATE_OUTPUT = "degenerate_output"
         RUN_STATE = "run_state"
-        # Left out and counted nowhere: it measured something else, too little, or was taken back.
+        # Left out and counted nowhere: it measured something else, or too little.
         NONSTANDARD = "nonstandard_sweep"
-        WITHDRAWN = "withdrawn"
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="measurements", db_index=False)
     variant = models.ForeignKey(SubmissionVariant, on_delete=models.CASCADE, related_name="measurements")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
     contributor = models.ForeignKey(Contributor, on_delete=models.CASCADE, related_name="+")
+    key = models.ForeignKey(PublicKey, on_delete=models.CASCADE, related_name="+", null=True, help_text="the machine")
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
-    memory_bytes = models.BigIntegerField(help_text="with contributor, chip and gpu_cores: the machine")
     model_sha256 = models.CharField(max_length=64)
+    backend = models.CharField(max_length=16, default="")
     quant = models.CharField(max_length=32)
     variant_name = models.CharField(max_length=64)
+    commit = models.CharField(max_length=40, default="", help_text="the commit the variant was built from")
     batch_size = models.PositiveIntegerField()
     n_rounds = models.PositiveSmallIntegerField(help_text="rounds in which variant and baseline both ran")
     tg_tps = models.FloatField(null=True, help_text="median over paired rounds")
@@ -306,8 +335,16 @@ class Measurement(models.Model):
     correctness_status = models.CharField(max_length=8, help_text="pass, fail, not_run or missing")
     excluded_reason = models.CharField(max_length=32, choices=Excluded.choices, blank=True, default="")
 
-    # The reasons a cell counts in `excluded` (PROTOCOL.md 5.1), in order of precedence.
-    COUNTED_EXCLUSIONS = ("hidden", "correctness_failed", "correctness_not_run", "degenerate_output", "run_state")
+    # The reasons a cell counts in `excluded` (docs/protocol.md, cells), in order of precedence.
+    COUNTED_EXCLUSIONS = (
+        "hidden",
+        "withdrawn",
+        "held",
+        "correctness_failed",
+        "correctness_not_run",
+        "degenerate_output",
+        "run_state",
+    )
 
     class Meta:
         ordering = ("submission", "variant__position", "batch_size")
@@ -315,7 +352,7 @@ class Measurement(models.Model):
             models.UniqueConstraint(fields=["submission", "variant_name", "batch_size"], name="measurement_unique"),
         )
         indexes = (
-            models.Index(fields=["campaign", "chip", "gpu_cores", "model_sha256"], name="measurement_group"),
+            models.Index(fields=["campaign", "chip", "gpu_cores", "model_sha256", "backend"], name="measurement_page"),
             models.Index(fields=["chip", "quant", "-id"], name="measurement_chip_quant_id"),
         )
 
@@ -328,20 +365,28 @@ class LeaderboardCell(models.Model):
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
     model_sha256 = models.CharField(max_length=64)
+    backend = models.CharField(max_length=16, default="")
     variant = models.CharField(max_length=64)
+    commit = models.CharField(max_length=40, default="")
     batch_size = models.PositiveIntegerField()
     model = models.CharField(max_length=255, help_text="the model's label, else its file name")
     quant = models.CharField(max_length=32)
     baseline_tg_tps = models.FloatField(null=True)
     tg_tps = models.FloatField(null=True)
     speedup = models.FloatField(null=True)
-    interval = models.CharField(max_length=8, null=True, help_text='"95%", "range" or null')
+    interval = models.CharField(max_length=32, null=True, help_text="what the interval is, in words; null: none")
     ci_low = models.FloatField(null=True)
     ci_high = models.FloatField(null=True)
+    predict_low = models.FloatField(null=True)
+    predict_high = models.FloatField(null=True)
+    predict_level = models.FloatField(null=True)
     verdict = models.CharField(max_length=20)
+    min_effect = models.FloatField(default=0.02)
+    control = models.BooleanField(default=False, help_text="measured on a backend the campaign's patches do not touch")
     n_machines = models.PositiveIntegerField(default=0)
     n_submissions = models.PositiveIntegerField(default=0)
     n_contributors = models.PositiveIntegerField(default=0)
+    n_pending = models.PositiveIntegerField(default=0, help_text="machines whose keys are still on probation")
     excluded = models.JSONField(default=dict, help_text="rows left out, by reason")
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -354,7 +399,9 @@ class LeaderboardCell(models.Model):
                 F("chip"),
                 Coalesce("gpu_cores", -1),
                 F("model_sha256"),
+                F("backend"),
                 F("variant"),
+                F("commit"),
                 F("batch_size"),
                 name="leaderboard_cell_unique",
             ),
@@ -372,12 +419,18 @@ class CellGroup(models.Model):
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
     model_sha256 = models.CharField(max_length=64)
+    backend = models.CharField(max_length=16, default="")
     refreshed_at = models.DateTimeField(null=True)
 
     class Meta:
         constraints = (
             models.UniqueConstraint(
-                F("campaign"), F("chip"), Coalesce("gpu_cores", -1), F("model_sha256"), name="cell_group_unique"
+                F("campaign"),
+                F("chip"),
+                Coalesce("gpu_cores", -1),
+                F("model_sha256"),
+                F("backend"),
+                name="cell_group_unique",
             ),
         )
 
@@ -392,17 +445,20 @@ class Headline(models.Model):
     chip = models.CharField(max_length=200)
     gpu_cores = models.PositiveIntegerField(null=True)
     model_sha256 = models.CharField(max_length=64)
+    backend = models.CharField(max_length=16, default="")
     variant = models.CharField(max_length=64)
+    commit = models.CharField(max_length=40, default="")
     batch_sizes = models.JSONField(help_text="the batch sizes every counted machine measured")
     speedup = models.FloatField(null=True)
-    interval = models.CharField(max_length=8, null=True)
+    interval = models.CharField(max_length=32, null=True)
     ci_low = models.FloatField(null=True)
     ci_high = models.FloatField(null=True)
+    predict_low = models.FloatField(null=True)
+    predict_high = models.FloatField(null=True)
+    predict_level = models.FloatField(null=True)
     verdict = models.CharField(max_length=20)
+    control = models.BooleanField(default=False)
     n_machines = models.PositiveIntegerField(default=0)
-
-    # Where a verify step of speculative decoding falls (SEEDS.md section 1).
-    FROM_BATCH, TO_BATCH = 2, 8
 
     class Meta:
         constraints = (
@@ -411,7 +467,9 @@ class Headline(models.Model):
                 F("chip"),
                 Coalesce("gpu_cores", -1),
                 F("model_sha256"),
+                F("backend"),
                 F("variant"),
+                F("commit"),
                 name="headline_unique",
             ),
         )

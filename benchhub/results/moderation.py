@@ -1,6 +1,6 @@
 """Changes to a submission's state after ingest, each written to the audit trail in the same
 transaction as its effect: a moderator hides or restores it, or releases one the server held back
-(quarantined, model_conflict); its contributor withdraws it. Each rewrites the submission's
+(quarantined); its contributor withdraws it. Each rewrites the submission's
 measurements from its stored envelope and queues its group's refresh."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchhub.accounts.models import ModerationEvent, PublicKey
+from benchhub.results import claims
 from benchhub.results.cells import Group
 from benchhub.results.measurements import rebuild_measurements
-from benchhub.results.models import Submission
-from benchhub.results.tasks import queue_refresh
+from benchhub.results.models import ModelClaimDecision, ModelFile, Submission
+from benchhub.results.tasks import queue_file_pages, queue_refresh
 
 Actor = User | AnonymousUser
 
@@ -37,6 +38,8 @@ def _changed(submission: Submission, fields: list[str]) -> None:
     submission.save(update_fields=[*fields, "cells_refreshed_at"])
     rebuild_measurements(submission)
     group = Group.of(submission)
+    if claims.touch(submission.model_sha256):  # its claim left or rejoined a disputed file
+        transaction.on_commit(lambda: queue_file_pages(submission.model_sha256))
     transaction.on_commit(lambda: queue_refresh(group))
 
 
@@ -62,8 +65,8 @@ def set_hidden(submissions: Iterable[Submission], hidden: bool, actor: Actor, re
 
 
 def set_released(submissions: Iterable[Submission], released: bool, actor: Actor, reason: str = "") -> int:
-    """Let submissions held back by the server (quarantined, model_conflict) into the cells, or
-    hold them back again."""
+    """Let submissions quarantined by the server into the cells, or hold them back again (a model
+    conflict is decided per file: decide_claim)."""
     action = ModerationEvent.Action.RELEASE_SUBMISSION if released else ModerationEvent.Action.HOLD_SUBMISSION
     held = [submission for submission in submissions if Submission.HELD_FLAGS.intersection(submission.flags)]
     return _decide(held, "released", released, action, actor, reason)
@@ -97,3 +100,16 @@ def set_banned(keys: Iterable[PublicKey], banned: bool, actor: Actor, reason: st
             _audit(actor, action, key.keyid, reason)
         changed += 1
     return changed
+
+
+def decide_claim(claim: ModelFile, actor: Actor, reason: str = "") -> None:
+    """A moderator says which claim about a model file is true: submissions that agree with it
+    count, the others stay held; every page of the file is refreshed."""
+    with transaction.atomic():
+        ModelClaimDecision.objects.update_or_create(
+            sha256=claim.sha256,
+            defaults={"claim": claim, "decided_by": actor.get_username() if actor else "system", "reason": reason},
+        )
+        Submission.objects.filter(model_sha256=claim.sha256).update(cells_refreshed_at=None)
+        _audit(actor, ModerationEvent.Action.DECIDE_MODEL_CLAIM, claim.sha256, f"{claim}: {reason}".strip(": "))
+        transaction.on_commit(lambda: queue_file_pages(claim.sha256))

@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from benchhub.results.models import (
     CorrectnessCheck,
@@ -57,12 +57,6 @@ def model_file_row(model: dict[str, Any]) -> ModelFile:
     fingerprint = hashlib.sha256(envelope.canonical_bytes(claim)).hexdigest()
     row, _ = ModelFile.objects.get_or_create(fingerprint=fingerprint, defaults=claim)
     return row
-
-
-def conflicting_claims(claim: ModelFile) -> bool:
-    """Whether another claim about the same file disagrees on what the file is."""
-    others = ModelFile.objects.filter(sha256=claim.sha256).exclude(pk=claim.pk)
-    return others.exclude(**{name: getattr(claim, name) for name in ModelFile.IDENTITY}).exists()
 
 
 def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> dict[Any, dict[str, SubmissionVariant]]:

@@ -18,6 +18,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import F
 from django.utils import timezone
 
 from benchhub.results import cells
@@ -55,9 +56,15 @@ def _release(marker: str) -> None:
         logger.warning("cache unreachable; the refresh marker %s expires on its own", marker)
 
 
+def queue_file_pages(model_sha256: str) -> int:
+    """Queue the refresh of every page of one model file (its claims changed)."""
+    pages = Submission.objects.filter(model_sha256=model_sha256).order_by().values_list(*cells.GROUP_FIELDS)
+    return sum(queue_refresh(cells.Group(*values)) for values in pages.distinct())
+
+
 @shared_task(name="benchhub.results.tasks.refresh_group_cells")
-def refresh_group_cells(campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str) -> int:
-    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256)
+def refresh_group_cells(campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str, backend: str) -> int:
+    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend)
     _release(_marker(group))
     return cells.refresh_group(group, only_if_waiting=True)
 
@@ -68,15 +75,29 @@ def refresh_cells_for_submission(submission_id: str) -> int:
     return cells.refresh_submission_cells(submission_id)
 
 
+def end_probation() -> int:
+    """Submissions whose key left probation after their cells were last refreshed wait again, so
+    the sweeper brings them in. Returns how many."""
+    probation = timedelta(seconds=settings.BENCHHUB_KEY_PROBATION_S)
+    if not probation:
+        return 0
+    return Submission.objects.filter(
+        cells_refreshed_at__isnull=False,
+        cells_refreshed_at__lt=F("key__created_at") + probation,
+        key__created_at__lte=timezone.now() - probation,
+    ).update(cells_refreshed_at=None)
+
+
 @shared_task(name="benchhub.results.tasks.requeue_stale_submissions")
 def requeue_stale_submissions() -> int:
     """Covers a crash between commit and enqueue, a lost message, or a broker outage: queues the
     groups of submissions still waiting after the grace period. Returns how many were queued."""
+    end_probation()
     cutoff = timezone.now() - timedelta(seconds=settings.BENCHHUB_SWEEPER_GRACE_SECONDS)
     stale_groups = (
         Submission.objects.filter(cells_refreshed_at__isnull=True, received_at__lte=cutoff)
         .order_by()
-        .values_list("campaign_id", "chip", "gpu_cores", "model_sha256")
+        .values_list(*cells.GROUP_FIELDS)
         .distinct()
     )
     return sum(queue_refresh(cells.Group(*values)) for values in stale_groups[:1000])

@@ -1,12 +1,12 @@
 """The pages' "Copy as Markdown": leaderboard cells and a submission's measurements turned into the
-agent's Markdown table (benchhub_agent.markdown), so a PR shows what the site and the agent show."""
+Markdown table of the shared rules (benchhub_protocol.markdown), so a PR shows what the site and the agent show."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from benchhub_agent import markdown
+from benchhub_protocol import markdown
 
 from benchhub.results.models import Measurement
 from benchhub.web.leaderboard import CellRow, chip_label, chip_sort_key

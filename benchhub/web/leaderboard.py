@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from benchhub_agent.markdown import format_change, format_pair, format_tps
+from benchhub_protocol.markdown import format_change, format_pair, format_tps
 from django.utils.text import slugify
 
 from benchhub.web.charts import Point, Series

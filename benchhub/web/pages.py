@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from benchhub_agent.envelope import b64encode
+from benchhub_protocol.envelope import b64encode
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 
 from benchhub.results import flags, storage
-from benchhub.results.campaigns import variant_descriptions
+from benchhub.results.campaigns import campaign_rules, variant_descriptions
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts, exports
 from benchhub.web.charts import Point, Series
@@ -225,7 +225,9 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
             else []
         ),
         "implausible": (
-            flags.implausible(storage.stored_payload(bytes(submission.raw.body)))
+            flags.implausible(
+                storage.stored_payload(bytes(submission.raw.body)), campaign_rules(submission.campaign.definition)
+            )
             if flags.QUARANTINED in submission.flags
             else []
         ),

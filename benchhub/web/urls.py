@@ -1,4 +1,4 @@
-from benchhub_agent.schema import HANDLE_PATTERN
+from benchhub_protocol.schema import HANDLE_PATTERN
 from django.urls import URLPattern, URLResolver, path, register_converter
 
 from benchhub.web import compare, views, wheel

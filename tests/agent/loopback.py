@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).parents[2] / "agent" / "benchhub_agent" / "data"
+CAMPAIGNS = Path(__file__).parents[2] / "protocol" / "benchhub_protocol" / "campaigns"
 SLUG = "mv-ext-iquants"
 FIFTY_MB = 50 * 1024 * 1024
 
@@ -86,7 +87,7 @@ class HostileServer:
 
     def serve_bundled(self) -> None:
         """The bundled campaign as the service publishes it: patches by URL and sha256."""
-        definition = json.loads((DATA / "campaigns" / f"{SLUG}.json").read_text())
+        definition = json.loads((CAMPAIGNS / f"{SLUG}.json").read_text())
         for variant in definition["variants"]:
             entries = []
             for name in variant["patches"]:

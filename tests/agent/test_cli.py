@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import keys, outbox, result, schema
+from benchhub_agent import keys, outbox, result
 from benchhub_agent.cli import main
 from benchhub_agent.dirs import home
 from benchhub_agent.errors import ExitCode
+from benchhub_protocol import schema
 from click.testing import CliRunner
 
 from tests.conftest import build_payload

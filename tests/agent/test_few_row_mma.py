@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from benchhub_agent import campaign, pipeline, report, schema, source, sweep
+from benchhub_agent import campaign, pipeline, report, source, sweep
 from benchhub_agent.dirs import home
 from benchhub_agent.errors import AgentError, ExitCode
+from benchhub_protocol import schema
 
 from tests.conftest import build_payload
 

@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 from benchhub_agent import machine
-from benchhub_agent.schema import MACHINE_SCHEMA
+from benchhub_protocol.schema import MACHINE_SCHEMA
 
 from tests.agent.macs import MACS, recorded_mac
 

@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 import jsonschema
 from benchhub_agent import machine
-from benchhub_agent.schema import MACHINE_SCHEMA
+from benchhub_protocol.schema import MACHINE_SCHEMA
 
 Recorded = Callable[[str], str]
 
@@ -90,7 +90,7 @@ def test_it_reads_the_gpu_name_from_nvidia_smi() -> None:
 def test_it_signs_only_text_the_service_accepts() -> None:
     """Names read from the machine or a GGUF header are made NFKC and stripped of control and bidi
     characters before signing: the service's schema refuses them, and would refuse the whole run."""
-    from benchhub_agent.schema import safe_text
+    from benchhub_protocol.schema import safe_text
 
     assert safe_text("Ａｐｐｌｅ M4\u202e Pro\x07") == "Apple M4 Pro"
     assert safe_text("Apple M4 Pro") == "Apple M4 Pro"

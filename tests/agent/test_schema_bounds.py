@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from benchhub_agent import schema
+from benchhub_protocol import schema
 
 from tests.conftest import build_payload
 from tests.reliability.payload_paths import dotted, set_at

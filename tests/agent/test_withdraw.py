@@ -13,7 +13,8 @@ import pytest
 from benchhub_agent import keys
 from benchhub_agent.cli import main
 from benchhub_agent.dirs import home
-from benchhub_agent.envelope import (
+from benchhub_agent.errors import ExitCode
+from benchhub_protocol.envelope import (
     WITHDRAWAL_TYPE,
     EnvelopeError,
     Signer,
@@ -22,7 +23,6 @@ from benchhub_agent.envelope import (
     strict_loads,
     verify_signature,
 )
-from benchhub_agent.errors import ExitCode
 from click.testing import CliRunner, Result
 
 from tests.agent.loopback import HostileServer, running

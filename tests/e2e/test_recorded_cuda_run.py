@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 import requests
-from benchhub_agent import campaign, envelope, keys, precision
+from benchhub_agent import campaign, keys
 from benchhub_agent.cli import main
-from benchhub_agent.sweep import sweep_differences
 from benchhub_agent.tools import parse_batched_bench_jsonl, parse_test_backend_ops
+from benchhub_protocol import envelope, rounds
+from benchhub_protocol.rounds import sweep_differences
 from click.testing import CliRunner
 from django.core.management import call_command
 
@@ -90,7 +91,7 @@ def test_it_uploads_the_recorded_result_and_the_leaderboard_shows_the_cuda_rows(
         assert sorted(cells) == sorted(_medians(variant))
         for size, cell in cells.items():
             # Cells v2 (PROTOCOL 5.1): the median of the round-paired ratios, and t/s = baseline x speedup.
-            speedup = statistics.median(precision.round_ratios(PAYLOAD["sweep"]["runs"], variant, "upstream", size))
+            speedup = statistics.median(rounds.round_ratios(PAYLOAD["sweep"]["runs"], variant, "upstream", size))
             assert cell["n_submissions"] == 1
             assert cell["speedup"] == pytest.approx(speedup)
             assert cell["baseline_tg_tps"] == pytest.approx(baseline[size])
@@ -100,5 +101,5 @@ def test_it_uploads_the_recorded_result_and_the_leaderboard_shows_the_cuda_rows(
 def test_it_reads_the_recorded_run_as_standard_and_imprecise_by_the_shared_rule() -> None:
     # 4 rounds where the campaign asks for at least 2: standard. At 2-30% spread, no cell reached ±1%.
     assert sweep_differences(PAYLOAD["sweep"], campaign.bundled("mv-ext-iquants").sweep) == []
-    assert precision.high_spread(PAYLOAD["sweep"], PAYLOAD["variants"][0]["name"])
+    assert rounds.high_spread(PAYLOAD["sweep"], PAYLOAD["variants"][0]["name"])
     assert "high_spread" in PAYLOAD["flags"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import rfc8785
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

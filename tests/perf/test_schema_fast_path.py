@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from benchhub_agent import schema
+from benchhub_protocol import schema
 
 from tests.conftest import build_payload
 

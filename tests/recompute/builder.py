@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from tests.conftest import PATCH_TEXT, build_payload, persona, submission_envelope
 

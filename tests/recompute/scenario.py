@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.contrib.auth.models import AnonymousUser
 
 from benchhub.results import cells, moderation

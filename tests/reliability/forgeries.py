@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from tests.conftest import build_payload
 

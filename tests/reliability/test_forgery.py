@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.test import Client
 
 from benchhub.results.models import Submission

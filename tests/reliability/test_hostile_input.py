@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.test import Client
 
 from benchhub.results.models import Submission

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.test import Client
 
 from benchhub.results.models import Submission

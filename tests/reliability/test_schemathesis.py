@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 
 import pytest
 import schemathesis
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.core.management import call_command
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application

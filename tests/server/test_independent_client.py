@@ -87,11 +87,11 @@ def test_it_serves_a_client_that_knows_only_the_protocol(client: Client, campaig
         "model": {
             "file_name": "q.gguf",
             "sha256": "ab" * 32,
-            "size_bytes": 1000,
+            "size_bytes": 700_000_000,
             "architecture": "qwen3",
             "n_params": 1720574976,
             "file_type": "IQ3_XXS",
-            "tensor_bytes_by_type": {"IQ3_XXS": 900},
+            "tensor_bytes_by_type": {"IQ3_XXS": 690_000_000},
         },
         "llama_cpp": {"repo": manifest["repo"], "build_type": "Release", "cmake_flags": [], "compiler": "clang"},
         "variants": [

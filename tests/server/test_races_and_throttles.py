@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.core.cache import cache
 from django.db import connection
 from django.test import Client, RequestFactory

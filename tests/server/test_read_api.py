@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.db import connection
 from django.test import Client
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.test import Client
 
 from tests.conftest import Api

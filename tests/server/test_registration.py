@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 
 from benchhub.accounts.models import Contributor, PublicKey
 from tests.conftest import VECTOR, Api, persona, registration_envelope

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope, schema
+from benchhub_protocol import envelope, schema
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -88,7 +88,10 @@ def test_it_lets_two_keys_use_the_same_nonce(api: Api, ada: envelope.Signer) -> 
     bob = persona("bob")
     assert api.register(bob, "bob").status_code == 201
     assert api.submit(build_payload(nonce="cd" * 16), ada).status_code == 201
-    assert api.submit(build_payload(nonce="cd" * 16, machine={"chip": "Apple M1"}), bob).status_code == 201
+    other = build_payload(
+        nonce="cd" * 16, machine={"chip": "Apple M1"}, tg={"upstream": {4: [90, 91]}, "01": {4: [99, 98]}}
+    )
+    assert api.submit(other, bob).status_code == 201
 
 
 def test_it_answers_401_for_an_unregistered_key(api: Api, campaign: Any) -> None:

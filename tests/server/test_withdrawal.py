@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope
+from benchhub_protocol import envelope
 from django.test import Client
 
 from benchhub.results import cells
@@ -39,7 +39,8 @@ def test_it_withdraws_a_submission_from_every_cell_and_keeps_its_envelope(
     assert response.status_code == 200, response.json()
     assert (response.json()["id"], response.json()["status"]) == (submitted, "withdrawn")
     cells.refresh_submission_cells(submitted)
-    assert not LeaderboardCell.objects.exists(), "a withdrawn submission is in no cell, not even in `excluded`"
+    assert not LeaderboardCell.objects.filter(n_machines__gt=0).exists(), "a withdrawn submission counts in no cell"
+    assert {cell.excluded["withdrawn"] for cell in LeaderboardCell.objects.all()} == {1}
     assert RawEnvelope.objects.filter(submission_id=submitted).exists()
     again = withdraw(api, submitted, ada)
     assert (again.status_code, again.json()["withdrawn_at"]) == (200, response.json()["withdrawn_at"])

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import envelope, schema
+from benchhub_protocol import envelope, schema
 
 VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "protocol-vector.json").read_text())
 

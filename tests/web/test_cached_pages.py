@@ -189,7 +189,7 @@ def test_it_sees_a_refresh_that_commits_after_a_later_one(
     than cells already read. The newest updated_at alone would not move; the version must."""
     board = LeaderboardCell.objects.filter(campaign=live_campaign)
     iq2_sha256 = hashlib.sha256(f"demo-model:{IQ2.label}".encode()).hexdigest()
-    m5_iq2 = Group(live_campaign.pk, M5_PRO.chip, M5_PRO.gpu_cores, iq2_sha256)
+    m5_iq2 = Group(live_campaign.pk, M5_PRO.chip, M5_PRO.gpu_cores, iq2_sha256, "metal")
     newest = board.aggregate(newest=Max("updated_at"))["newest"]
     assert LeaderboardCell.objects.filter(**m5_iq2.filter()).aggregate(last=Max("updated_at"))["last"] < newest
     ingest_submission(demo.submission_envelope(live_campaign, demo.DemoRun("demo-ada", M5_PRO, IQ2, 2, demo.Trouble())))

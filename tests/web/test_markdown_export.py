@@ -1,4 +1,4 @@
-"""The Markdown a patch author pastes into a PR (benchhub_agent.markdown), and the "Copy as
+"""The Markdown a patch author pastes into a PR (benchhub_protocol.markdown), and the "Copy as
 Markdown" text of the campaign, chip and submission pages: parsed as GitHub tables by markdown-it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import html
 import re
 
 import pytest
-from benchhub_agent import markdown
+from benchhub_protocol import markdown
 from django.test import Client
 from django.urls import reverse
 from markdown_it import MarkdownIt

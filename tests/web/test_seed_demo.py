@@ -41,7 +41,7 @@ def test_it_seeds_published_rows_and_demo_submissions_through_the_ingest_once(li
 
 
 def test_it_never_marks_a_real_contributor_who_took_a_demo_handle(live_campaign: Campaign) -> None:
-    from benchhub_agent import envelope
+    from benchhub_protocol import envelope
 
     from benchhub.results.ingest import register
 

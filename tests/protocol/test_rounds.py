@@ -5,11 +5,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchhub_agent import precision
-from benchhub_agent.precision import HALF_WIDTH_TARGET, half_width, high_spread, ratio_interval, round_ratios
 from benchhub_agent.tools import parse_batched_bench_jsonl
+from benchhub_protocol import rounds
+from benchhub_protocol.rounds import HALF_WIDTH_TARGET, half_width, high_spread, ratio_interval, round_ratios
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "agent" / "fixtures"
 RUN = FIXTURES / "cuda-h200-run"
 
 
@@ -48,9 +48,9 @@ def test_it_computes_a_t_interval_on_log_ratios() -> None:
 
 
 def test_it_uses_student_quantiles_beyond_its_table() -> None:
-    assert precision.t_quantile(1) == 12.7062
-    assert abs(precision.t_quantile(31) - 2.0395) < 1e-3
-    assert abs(precision.t_quantile(100) - 1.9840) < 1e-3
+    assert rounds.t_quantile(1) == 12.7062
+    assert abs(rounds.t_quantile(31) - 2.0395) < 1e-3
+    assert abs(rounds.t_quantile(100) - 1.9840) < 1e-3
 
 
 def test_it_flags_high_spread_only_while_a_cell_is_wider_than_the_target() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 HALF_WIDTH_TARGET = 0.01  # a cell is measured precisely enough when its 95% interval is within ±1%
 MIN_ROUNDS = 2  # one round has no spread to speak of: it is never a standard run
+MAX_ROUNDS = 30  # a submission with more rounds is refused (docs/protocol.md, cells)
 
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (scipy.stats.t.ppf(0.975, df)).
 _T975 = (
@@ -86,3 +87,30 @@ def high_spread(sweep: dict[str, Any], baseline: str) -> bool:
     """The sweep stopped (at its cap) before every cell was within ±HALF_WIDTH_TARGET. A cell with
     fewer than two paired rounds has no interval and counts as not precise either."""
     return any(width is None or width > HALF_WIDTH_TARGET for width in cell_half_widths(sweep, baseline).values())
+
+
+# Settings compared where the campaign states them; n_ctx only where it pins one (the agent derives it otherwise).
+COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
+
+
+def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> list[str]:
+    """What in a sweep's settings (PROTOCOL 4.4) differs from its campaign's, one phrase per setting; a
+    subset of the campaign's batch sizes is not a difference. The service keeps such a result out of
+    its cells (flag `nonstandard_sweep`); the agent says so before the run."""
+    differences = [
+        f"{name} {sweep.get(name)} instead of {campaign_sweep[name]}"
+        for name in COMPARED_SETTINGS
+        if name in campaign_sweep and sweep.get(name) != campaign_sweep[name]
+    ]
+    extra, wanted = sorted(sweep.get("extra_args") or []), sorted(campaign_sweep.get("extra_args") or [])
+    if extra != wanted:
+        differences.append(f"switches [{' '.join(extra)}] instead of [{' '.join(wanted)}]")
+    outside = sorted(set(sweep["batch_sizes"]) - set(campaign_sweep.get("batch_sizes", sweep["batch_sizes"])))
+    if outside:
+        differences.append(f"batch sizes {', '.join(map(str, outside))} outside the campaign's")
+    # Settings alone (what the service keeps of a stored submission) say nothing of rounds; more rounds
+    # than the campaign's minimum are always fine.
+    rounds = len({run["rep"] for run in sweep.get("runs") or []})
+    if 0 < rounds < MIN_ROUNDS:
+        differences.append(f"{rounds} round instead of at least {MIN_ROUNDS}")
+    return differences

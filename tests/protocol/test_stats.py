@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from benchhub.results import stats
+from benchhub_protocol import stats
 
 
 def test_it_takes_medians_of_odd_and_even_counts() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -104,6 +104,9 @@ class CellStats:
     n_machines: int
     n_submissions: int
     n_contributors: int
+    predict_low: float | None = None
+    predict_high: float | None = None
+    predict_level: float | None = None
 
 
 def cell_stats(rows: Iterable[Row]) -> CellStats:
@@ -169,6 +172,31 @@ class HeadlineStats:
     ci_high: float | None
     verdict: str
     n_machines: int
+    predict_low: float | None = None
+    predict_high: float | None = None
+    predict_level: float | None = None
+
+
+@dataclass(frozen=True)
+class PageStats:
+    cells: dict[tuple[str, str, int], CellStats]
+    headlines: dict[tuple[str, str], HeadlineStats]
+
+
+def page_stats(
+    cells: Mapping[tuple[str, str, int], Iterable[Row]], *, headline_sizes: Sequence[int], min_effect: float
+) -> PageStats:
+    """Every cell of one page and each (variant, commit)'s headline.
+    INTERIM: the v2 rules per cell; the page-wise v3 method replaces this."""
+    found = {}
+    by_machine: dict[tuple[str, str], dict[Hashable, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    for (variant, commit, batch_size), rows in cells.items():
+        rows = list(rows)
+        found[(variant, commit, batch_size)] = cell_stats(rows)
+        for row in rows:
+            by_machine[(variant, commit)][row.machine].setdefault(batch_size, []).append(row.speedup)
+    headlines = {key: headline_stats(machines.values(), headline_sizes) for key, machines in by_machine.items()}
+    return PageStats(found, headlines)
 
 
 def headline_stats(machines: Iterable[dict[int, list[float]]], batch_sizes: Sequence[int]) -> HeadlineStats:

@@ -16,9 +16,11 @@ help:  ## list the verbs
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# PYTHONWARNINGS: the build backend's warnings about editable installs are for package authors; they
+# buried make run's output.
 $(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml protocol/pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ./protocol -e ./agent -e '.[dev]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e ./protocol -e ./agent -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install the service, the agent and the dev tools

@@ -62,3 +62,19 @@ def test_it_asks_for_migrate_when_the_campaign_is_missing(db: None) -> None:
     Campaign.objects.all().delete()
     with pytest.raises(CommandError, match=r"run `manage\.py migrate` first"):
         call_command("seed_demo", stdout=StringIO())
+
+
+def test_an_older_releases_demo_rows_get_one_sentence_not_a_nonce_conflict(
+    live_campaign: Campaign, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Demo rows of another release (here another agent version) hold the same keys and nonces
+    with other bytes: the command says to start from an empty database."""
+    first = demo.DemoRun(demo.HANDLES[0], demo.CHIPS[0], demo.MODELS[0], 0, demo.Trouble())
+    monkeypatch.setattr(demo, "demo_runs", lambda: [first])
+    monkeypatch.setattr(demo, "agent_version", lambda: "0.0.1")
+    call_command("seed_demo", stdout=StringIO())
+    monkeypatch.undo()
+    monkeypatch.setattr(demo, "demo_runs", lambda: [first])
+    with pytest.raises(CommandError, match="older release") as raised:
+        call_command("seed_demo", stdout=StringIO())
+    assert "db.sqlite3" in str(raised.value)

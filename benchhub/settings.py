@@ -251,4 +251,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    # The embedded default's in-memory broker has no host, which kombu warns about on every connection.
+    "loggers": {} if REDIS_URL else {"kombu.connection": {"level": "ERROR"}},
 }

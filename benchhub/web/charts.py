@@ -164,20 +164,20 @@ def _lines_figure(series: Sequence[Series], title: str, y_title: str, hover_temp
     return {"data": data, "layout": layout}
 
 
-EMPTY_MESSAGE = "Nothing measured to draw yet: no machine counts here (the table says why)."
+EMPTY_MESSAGE = "No machine counts here yet: the table says why."  # fits a phone's width
 
 
 def _say_empty(layout: dict[str, Any]) -> None:
     """An empty chart says so inside its frame, instead of drawing bare axes."""
     layout["annotations"] = [
         {
-            "text": plotly_text(EMPTY_MESSAGE),
+            "text": plotly_text(EMPTY_MESSAGE).replace(": ", ":<br>"),  # two short lines fit a phone
             "xref": "paper",
             "yref": "paper",
             "x": 0.5,
             "y": 0.5,
             "showarrow": False,
-            "font": {"size": 14, "color": "#4a4a4a"},
+            "font": {"size": 13, "color": "#4a4a4a"},
         }
     ]
     layout["xaxis"]["visible"] = False

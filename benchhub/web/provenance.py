@@ -24,15 +24,19 @@ class Provenance:
     def is_demo(self, chip: str, cores: int | None, sha256: str) -> bool:
         return (chip, cores or 0, sha256) in self.demo
 
-    def exclusion(self, chip: str, cores: int | None, sha256: str, cells: Iterable[CellRow], backend: str) -> str:
-        """Why none of the line's machines counts, in words; "" when one does."""
-        cells = list(cells)
+    def exclusion(
+        self, chip: str, cores: int | None, sha256: str, cells: Iterable[CellRow], patched: Iterable[str]
+    ) -> str:
+        """Why none of the line's machines counts, in words; "" when one does. `patched`: the
+        backends the campaign's patches change (its patched_backends)."""
+        cells, patched = list(cells), set(patched)
         if any(cell.n_machines for cell in cells):
             return ""
         used = self.backends.get((chip, cores or 0, sha256), frozenset())
-        if backend and used and backend not in used:
+        if patched and used and not used & patched:
             found = " and ".join(sorted(backend_name(name) for name in used))
-            return f"{found} backend on a {backend_name(backend)} campaign"
+            aimed = " and ".join(sorted(backend_name(name) for name in patched))
+            return f"{found} backend on a {aimed} campaign"
         reasons = sorted({reason for cell in cells for reason, count in cell.excluded.items() if count})
         return "; ".join(EXCLUSION_LABELS.get(reason, reason) for reason in reasons)
 
@@ -43,7 +47,7 @@ def provenance(campaign_slug: str, **filters: Any) -> Provenance:
         Submission.objects.public()
         .filter(campaign__slug=campaign_slug, **filters)
         .order_by()
-        .values_list("chip", "gpu_cores", "model_sha256", "is_demo", "machine__backend")
+        .values_list("chip", "gpu_cores", "model_sha256", "is_demo", "backend")
         .distinct()
     )
     demo: set[LineKey] = set()

@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import Contributor
-from benchhub.results.campaigns import variant_descriptions
+from benchhub.results.campaigns import campaign_rules, variant_descriptions
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
@@ -54,7 +54,7 @@ class CampaignChoice:
     variants: tuple[str, ...]
     live: bool
     descriptions: tuple[tuple[str, str], ...] = ()  # (variant, one line from the campaign definition)
-    backend: str = ""  # the GPU backend the campaign measures ("metal")
+    patched_backends: tuple[str, ...] = ()  # the backends its patches change ("metal")
 
     @property
     def variant_notes(self) -> list[tuple[str, str]]:
@@ -100,7 +100,7 @@ def campaign_choices() -> list[CampaignChoice]:
             tuple(c.variant_names),
             True,
             tuple(variant_descriptions(c.definition).items()),
-            str(c.definition.get("backend", "")),
+            tuple(sorted(campaign_rules(c.definition).patched_backends)),
         )
         for c in Campaign.objects.only("slug", "title", "baseline", "definition")
     ]
@@ -191,7 +191,7 @@ def _home_board(
                 line.gpu_cores,
                 line.model_sha256,
                 line_cells.get((line.chip, line.gpu_cores or 0, line.model_sha256), []),
-                campaign.backend,
+                campaign.patched_backends,
             ),
         )
         if not line.reference
@@ -314,7 +314,7 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
                     group.gpu_cores,
                     group.model_sha256,
                     [c for c in cells if c.model_sha256 == group.model_sha256 and c.variant != campaign.baseline],
-                    campaign.backend,
+                    campaign.patched_backends,
                 )
         demo = demo or bool(found.demo)
         chart_list = [

@@ -9,7 +9,7 @@
   // by its lines so that none hides behind a scrollbar, and the ticks shrink to bare numbers.
   function fitToPhone(target, layout, data) {
     if (!narrow(target)) { return; }
-    if (layout.legend && layout.legend.orientation === "v") {
+    if (layout.legend && layout.legend.orientation === "v" && layout.showlegend !== false) {
       var entries = data.filter(function (trace) { return trace.showlegend !== false; }).length;
       var lines = LEGEND_ROW_PX * entries + 16;
       layout.margin.b += lines;

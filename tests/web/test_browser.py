@@ -23,9 +23,12 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from benchhub.results.ingest import ingest_submission, register
 from benchhub.results.models import Campaign, Submission
-from benchhub.web import charts
+from benchhub.results.tasks import refresh_cells_for_submission
+from benchhub.web import charts, demo
 from benchhub.web.charts import Point, Series
+from tests.conftest import persona, registration_envelope, submission_envelope
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +71,38 @@ def quick_start_site(transactional_db: None) -> Submission:
 
     sync_campaigns(Campaign)
     call_command("seed_demo", stdout=StringIO())
+    send_a_cpu_run(Campaign.objects.get(slug=demo.CAMPAIGN))
     return Submission.objects.filter(machine__chip="Apple M2").order_by("received_at").first()  # type: ignore[return-value]
+
+
+CPU_CHIP = "Intel Xeon Gold 6338"
+
+
+def send_a_cpu_run(campaign: Campaign) -> None:
+    """What a Linux machine without a GPU sends to this Metal campaign (issue 33): its rows are
+    counted nowhere, and the pages say why."""
+    payload = demo.submission_payload(campaign, demo.CHIPS[0], demo.MODELS[2], 7)
+    payload["machine"] |= {
+        "os": "Linux",
+        "os_version": "6.1.0-28-amd64",
+        "arch": "x86_64",
+        "chip": CPU_CHIP,
+        "cpu_cores_performance": 32,
+        "cpu_cores_efficiency": 0,
+        "gpu_name": "none",
+        "gpu_cores": None,
+        "backend": "cpu",
+    }
+    del payload["machine"]["os_build"]
+    payload["llama_cpp"]["cmake_flags"] = ["-DGGML_METAL=OFF"]
+    payload["llama_cpp"]["compiler"] = "GNU 12.2.0"
+    for check in payload["correctness"]:
+        check |= {"backend": "CPU", "status": "not_run", "passed": 0, "failed": 0}
+        check["reason"] = "a CPU-only build has no second backend to compare against"
+    signer = persona("linux-box")
+    register(registration_envelope(signer, "linux-box"))
+    result = ingest_submission(submission_envelope(payload, signer))
+    refresh_cells_for_submission(result.id)  # as seed_demo does: no worker runs here
 
 
 def visit(browser: webdriver.Chrome, url: str, size: tuple[int, int], plots: int) -> None:
@@ -80,10 +114,11 @@ def visit(browser: webdriver.Chrome, url: str, size: tuple[int, int], plots: int
     )
     for plot in browser.find_elements(By.CSS_SELECTOR, "[data-figure]"):
         assert plot.find_elements(By.CSS_SELECTOR, "svg.main-svg"), plot.get_attribute("id")
-        # Drawn lines, not an empty frame: a scatter trace layer holds at least one path.
-        assert plot.find_elements(By.CSS_SELECTOR, "g.trace path, g.trace rect, g.points path"), plot.get_attribute(
-            "id"
-        )
+        # Drawn lines, not an empty frame: a scatter trace layer holds at least one path; a chart
+        # with nothing to draw says so inside its frame (issue 33).
+        drawn = plot.find_elements(By.CSS_SELECTOR, "g.trace path, g.trace rect, g.points path")
+        said = ["".join(n.text.split()) for n in plot.find_elements(By.CSS_SELECTOR, "g.annotation")]
+        assert drawn or said == ["".join(charts.EMPTY_MESSAGE.split())], plot.get_attribute("id")
     assert bool(browser.find_elements(By.CSS_SELECTOR, "script[src*='plotly-cartesian']")) == (plots > 0)
     errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
     assert errors == [], errors
@@ -228,6 +263,21 @@ def test_it_draws_every_page_in_headless_chromium(
         ids = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "table th[scope=row] code")]
         assert len(ids) >= 2 and len(set(ids)) == len(ids), ids  # short ids that differ
         screenshot(browser, f"contributor-{tag}")
+
+        # The CPU run on the Metal campaign: its line and its chip page say why it counts nowhere,
+        # and its empty chart says so.
+        visit(browser, base + "/?quant=q4_k_m", size, plots=1)
+        line = browser.find_element(By.XPATH, f"//table[@id='ranking']//tr[contains(., '{CPU_CHIP}')]")
+        assert "excluded: CPU backend on a Metal campaign" in line.find_element(By.CSS_SELECTOR, "td.machines").text
+        visit(browser, base + reverse("chip", args=["intel-xeon-gold-6338"]), size, plots=1)
+        caption = browser.find_element(By.CSS_SELECTOR, "table.board caption").text
+        assert "excluded: CPU backend on a Metal campaign" in caption
+        said = ["".join(a.text.split()) for a in browser.find_elements(By.CSS_SELECTOR, "g.annotation")]
+        assert said == ["".join(charts.EMPTY_MESSAGE.split())]  # its two lines, as drawn
+        box = browser.find_element(By.CSS_SELECTOR, "[data-figure]").rect
+        for text in browser.find_elements(By.CSS_SELECTOR, "g.annotation text"):
+            assert box["x"] <= text.rect["x"] and text.rect["x"] + text.rect["width"] <= box["x"] + box["width"] + 1
+        screenshot(browser, f"cpu-chip-{tag}")
 
     visit(browser, base + "/?campaign=few-row-mma", PHONE, plots=1)
     visit(browser, base + reverse("about"), PHONE, plots=0)

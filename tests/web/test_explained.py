@@ -27,18 +27,18 @@ def cell(n_machines: int, **excluded: int) -> CellRow:
 def test_an_empty_chart_says_so_inside_its_frame() -> None:
     figure = charts.speedup_figure([], "nothing yet")
     [note] = figure["layout"]["annotations"]
-    assert note["text"] == charts.EMPTY_MESSAGE
+    assert note["text"].replace("<br>", " ") == charts.EMPTY_MESSAGE
     assert "annotations" not in charts.speedup_figure([charts.Series("M1", (charts.Point(4, 1.2),))], "x")["layout"]
 
 
 def test_a_cpu_line_on_a_metal_campaign_says_why_it_is_excluded() -> None:
     found = Provenance(backends={("Intel Xeon", 0, "a" * 64): frozenset({"cpu"})})
     cells = [cell(0, correctness_not_run=1)]
-    assert found.exclusion("Intel Xeon", None, "a" * 64, cells, "metal") == "CPU backend on a Metal campaign"
+    assert found.exclusion("Intel Xeon", None, "a" * 64, cells, {"metal"}) == "CPU backend on a Metal campaign"
     # On a Metal machine the cells' own reason is given; a counted machine needs none.
     metal = Provenance(backends={("Intel Xeon", 0, "a" * 64): frozenset({"metal"})})
-    assert metal.exclusion("Intel Xeon", None, "a" * 64, cells, "metal") == "correctness not run"
-    assert metal.exclusion("Intel Xeon", None, "a" * 64, [cell(1)], "metal") == ""
+    assert metal.exclusion("Intel Xeon", None, "a" * 64, cells, {"metal"}) == "correctness not run"
+    assert metal.exclusion("Intel Xeon", None, "a" * 64, [cell(1)], {"metal"}) == ""
 
 
 def test_a_markdown_export_of_demo_rows_says_so() -> None:
@@ -50,7 +50,6 @@ def test_every_variant_of_every_campaign_is_explained() -> None:
     for definition in definitions():
         about = variant_descriptions(definition)
         assert all(about.values()) and len(about) == len(definition["variants"]), definition["slug"]
-        assert definition["backend"] == "metal"
 
 
 @pytest.mark.django_db

@@ -145,7 +145,13 @@ def compare(request: HttpRequest) -> HttpResponse:
         campaign = pick_campaign(choices, request.GET.get("campaign"))
         variant = compared_variant(campaign, request.GET.get("variant"))
         chart_list, lines = _chip_comparison(campaign, variant, chips[a], chips[b])
+        demo = (
+            Submission.objects.public()
+            .filter(is_demo=True, campaign__slug=campaign.slug, chip__in=[chips[a][0], chips[b][0]])
+            .exists()
+        )
         context.update(
+            demo=demo,
             kind="chips",
             campaign=campaign,
             variant=variant,
@@ -165,7 +171,14 @@ def compare(request: HttpRequest) -> HttpResponse:
     if ids[0] in found and ids[1] in found:
         left, right = found[ids[0]], found[ids[1]]
         chart_list, lines = _submission_comparison(left, right)
-        context.update(kind="submissions", left=left, right=right, charts=chart_list, lines=lines)
+        context.update(
+            demo=left.is_demo or right.is_demo,
+            kind="submissions",
+            left=left,
+            right=right,
+            charts=chart_list,
+            lines=lines,
+        )
         return render(request, "web/compare.html", context)
     context["error"] = "Pick two chips, or two submissions from a chip's or a contributor's list."
     return render(request, "web/compare.html", context, status=400)

@@ -20,6 +20,7 @@ from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts, exports
 from benchhub.web.charts import Point, Series
 from benchhub.web.leaderboard import chip_label, chip_slug, format_change, format_tps, short_id
+from benchhub.web.provenance import demo_note
 
 PAGE_SIZE = 50
 # Columns a submissions list never shows: JSON, decoded per row (five per row, most of the list's
@@ -206,7 +207,7 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
     )
     return {
         "page": Page(f"Submission {short_id(submission.pk)}"),
-        "markdown": markdown,
+        "markdown": demo_note(markdown, submission.is_demo),
         "chip_slug": chip_slug(submission.machine.chip, submission.machine.gpu_cores),
         "submission": submission,
         "variants": variants,

@@ -5,13 +5,14 @@ reasons, or a backend the campaign does not measure, e.g. a CPU run on a Metal c
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchhub.results.campaigns import backend_name
 from benchhub.results.models import Submission
-from benchhub.web.leaderboard import EXCLUSION_LABELS, CellRow
+from benchhub.web.leaderboard import EXCLUSION_LABELS, CellRow, ChipQuantGroup
+from benchhub.web.ranking import RankLine
 
 LineKey = tuple[str, int, str]  # chip, GPU cores (0 when unknown), model sha256
 
@@ -39,6 +40,43 @@ class Provenance:
             return f"{found} backend on a {aimed} campaign"
         reasons = sorted({reason for cell in cells for reason, count in cell.excluded.items() if count})
         return "; ".join(EXCLUSION_LABELS.get(reason, reason) for reason in reasons)
+
+    def mark_lines(
+        self, lines: Iterable[RankLine], cells: Iterable[CellRow], variant: str, patched: Iterable[str]
+    ) -> list[RankLine]:
+        """The ranking's crowd lines with their demo mark and exclusion reason."""
+        patched = tuple(patched)
+        by_line: dict[LineKey, list[CellRow]] = defaultdict(list)
+        for cell in cells:
+            if cell.variant == variant:
+                by_line[(cell.chip, cell.gpu_cores or 0, cell.model_sha256)].append(cell)
+        return [
+            line
+            if line.reference
+            else replace(
+                line,
+                demo=self.is_demo(line.chip, line.gpu_cores, line.model_sha256),
+                excluded=self.exclusion(
+                    line.chip,
+                    line.gpu_cores,
+                    line.model_sha256,
+                    by_line.get((line.chip, line.gpu_cores or 0, line.model_sha256), []),
+                    patched,
+                ),
+            )
+            for line in lines
+        ]
+
+    def mark_groups(
+        self, groups: Iterable[ChipQuantGroup], cells: Sequence[CellRow], baseline: str, patched: Iterable[str]
+    ) -> None:
+        """A chip page's tables with their demo mark and exclusion reason (published-only ones have none)."""
+        patched = tuple(patched)
+        for group in groups:
+            if group.rows:
+                group.demo = self.is_demo(group.chip, group.gpu_cores, group.model_sha256)
+                variants = [c for c in cells if c.model_sha256 == group.model_sha256 and c.variant != baseline]
+                group.excluded = self.exclusion(group.chip, group.gpu_cores, group.model_sha256, variants, patched)
 
 
 def provenance(campaign_slug: str, **filters: Any) -> Provenance:

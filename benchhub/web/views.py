@@ -7,7 +7,7 @@ page sizes."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -178,26 +178,8 @@ def _home_board(
     every_cell = _cells(campaign)
     references = _references(published)
     found = provenance(campaign.slug) if campaign.live else Provenance()
-    line_cells: dict[tuple[str, int, str], list[CellRow]] = {}
-    for cell in every_cell:
-        if cell.variant == variant:
-            line_cells.setdefault((cell.chip, cell.gpu_cores or 0, cell.model_sha256), []).append(cell)
-    every_line = [
-        replace(
-            line,
-            demo=found.is_demo(line.chip, line.gpu_cores, line.model_sha256),
-            excluded=found.exclusion(
-                line.chip,
-                line.gpu_cores,
-                line.model_sha256,
-                line_cells.get((line.chip, line.gpu_cores or 0, line.model_sha256), []),
-                campaign.patched_backends,
-            ),
-        )
-        if not line.reference
-        else line
-        for line in rank(every_cell, _headlines(campaign), references, variant)
-    ]
+    ranked = rank(every_cell, _headlines(campaign), references, variant)
+    every_line = found.mark_lines(ranked, every_cell, variant, campaign.patched_backends)
     lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
     batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
     cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]
@@ -306,16 +288,7 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
             continue
         board = build_board(cells, references, campaign.baseline, campaign.variants)
         found = provenance(campaign.slug, chip=name, gpu_cores=cores) if cells else Provenance()
-        for group in board:
-            if group.rows:
-                group.demo = found.is_demo(group.chip, group.gpu_cores, group.model_sha256)
-                group.excluded = found.exclusion(
-                    group.chip,
-                    group.gpu_cores,
-                    group.model_sha256,
-                    [c for c in cells if c.model_sha256 == group.model_sha256 and c.variant != campaign.baseline],
-                    campaign.patched_backends,
-                )
+        found.mark_groups(board, cells, campaign.baseline, campaign.patched_backends)
         demo = demo or bool(found.demo)
         chart_list = [
             Chart(

@@ -2,7 +2,10 @@
 data (published rows plus demo submissions through the real ingest), at 1400 px and 390 px: every
 chart draws its SVG with every legend entry in view, the console stays clean, pages never scroll
 sideways, the ranking and every batch-size column are in view or their table says it scrolls, and
-screenshots land in $BENCHHUB_SCREENSHOTS (a temporary folder by default)."""
+screenshots land in $BENCHHUB_SCREENSHOTS (a temporary folder by default). Issue 33 at both widths:
+demo rows marked, variants explained, "check our numbers", the ranking's machines and verdicts and a
+chip table's caption and last column in view at 390 px, a CPU run's reason, an empty chart's
+message, and a compare view that fits and picks two different submissions."""
 
 from __future__ import annotations
 

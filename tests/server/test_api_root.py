@@ -75,3 +75,10 @@ def test_the_request_examples_are_the_protocol_vectors_envelopes() -> None:
 
     assert ENVELOPES["registration"] == vector["registration_envelope"]
     assert ENVELOPES["submission"] == vector["submission_envelope"]
+
+
+def test_a_host_not_served_is_a_json_400_under_the_api(client: Client) -> None:
+    response = client.get("/api/v1/", HTTP_HOST="evil.example")
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert response.json()["error"] == "bad_request"
+    assert "json" not in client.get("/", HTTP_HOST="evil.example")["Content-Type"]

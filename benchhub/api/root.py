@@ -8,6 +8,7 @@ import uuid
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve, reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -90,6 +91,7 @@ class ApiRootView(APIView):
         )
 
 
+@csrf_exempt  # a POST to a malformed path is a JSON 404 too, not the CSRF failure page
 def malformed_id(request: HttpRequest, pk: str) -> JsonResponse:
     try:
         uuid.UUID(pk)
@@ -102,6 +104,7 @@ def malformed_id(request: HttpRequest, pk: str) -> JsonResponse:
     )
 
 
+@csrf_exempt
 def no_such_endpoint(request: HttpRequest, rest: str) -> JsonResponse:
     body = error_body("not_found", f"No endpoint at {request.path}; GET /api/v1/ lists them.")
     try:

@@ -48,6 +48,11 @@ def test_paths_no_endpoint_takes_answer_json(client: Client, settings: Any, debu
     assert body["error"] == "not_found" and body.get("field") == field, body
 
 
+def test_a_post_to_a_malformed_id_is_a_json_404_not_the_csrf_page() -> None:
+    response = Client(enforce_csrf_checks=True).post("/api/v1/submissions/nope/withdraw", b"{}", "application/json")
+    assert response.status_code == 404 and response.json()["field"] == "id"
+
+
 def test_a_missing_slash_says_where_the_endpoint_is(client: Client) -> None:
     body = client.get("/api/v1/leaderboard").json()
     assert body["did_you_mean"] == "/api/v1/leaderboard/"

@@ -34,7 +34,9 @@ CREATED = [
             "id": SUBMISSION_ID,
             "url": f"https://benchhub.example/submissions/{SUBMISSION_ID}/",
             "status": "accepted",
+            "counts_from": "2026-11-30T10:00:00Z",
         },
+        description="From a key registered a day ago or less: its rows count from counts_from (null: at once).",
         response_only=True,
     )
 ]

@@ -87,3 +87,18 @@ def test_a_host_not_served_is_a_json_400_under_the_api(client: Client) -> None:
     assert response.status_code == 400 and response["Content-Type"] == "application/json"
     assert response.json()["error"] == "bad_request"
     assert "json" not in client.get("/", HTTP_HOST="evil.example")["Content-Type"]
+
+
+def test_the_examples_have_the_fields_their_serializers_have() -> None:
+    """An example that lost a field, or kept one the API no longer has, is junk again."""
+    from benchhub.api import examples, serializers
+
+    def fields(serializer: Any) -> set[str]:
+        return set(serializer().fields)
+
+    assert set(examples.CREATED[0].value) == fields(serializers.SubmissionCreatedSerializer)
+    assert set(examples.REFERENCE_ROW[0].value) == fields(serializers.ReferenceRowSerializer)
+    assert set(examples.MEASUREMENT[0].value) == fields(serializers.MeasurementSerializer)
+    [row] = examples.LEADERBOARD[0].value["rows"]
+    assert set(row) == fields(serializers.LeaderboardRowSerializer)
+    assert set(row["excluded"]) == fields(serializers.ExcludedSerializer)

@@ -137,6 +137,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Where the patch files the campaigns measure live (served with their sha256).
 PATCHES_DIR = Path(os.environ.get("BENCHHUB_PATCHES_DIR", BASE_DIR / "patches"))
+# Where the agent wheel the site serves at /agent/ is built (benchhub/web/wheel.py).
+BENCHHUB_AGENT_WHEEL_DIR = Path(os.environ.get("BENCHHUB_AGENT_WHEEL_DIR", BASE_DIR / "build" / "agent-wheel"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -254,4 +256,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    # The embedded default's in-memory broker has no host, which kombu warns about on every connection.
+    "loggers": {} if REDIS_URL else {"kombu.connection": {"level": "ERROR"}},
 }

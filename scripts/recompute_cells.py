@@ -11,7 +11,7 @@ Standalone on purpose: the Python standard library and PyNaCl, nothing from benc
     python scripts/recompute_cells.py --snapshot snapshot.jsonl.gz [--server URL] [--json]
 
 Exit status: 0 every cell agrees, 1 some differ, 2 bad input or a signature that does not verify,
-3 the server could not be read.
+3 the server could not be read, 4 PyNaCl is missing (pip install pynacl).
 """
 
 from __future__ import annotations
@@ -35,8 +35,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, TextIO
 
-import nacl.exceptions
-import nacl.signing
+try:
+    import nacl.exceptions
+    import nacl.signing
+except ImportError as missing:  # main() says so in one sentence (exit 4); --help still works
+    MISSING_DEPENDENCY = f"{missing}"
+else:
+    MISSING_DEPENDENCY = ""
 
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
 WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
@@ -724,6 +729,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.server and not args.snapshot:
         parser.error("give --server, --snapshot, or both")
     report = sys.stderr if args.json else sys.stdout  # stdout stays pure JSON with --json
+    if MISSING_DEPENDENCY:
+        print(
+            f"recompute_cells.py needs PyNaCl to verify signatures ({MISSING_DEPENDENCY}): pip install pynacl",
+            file=sys.stderr,
+        )
+        return 4
     try:
         return run(args, report)
     except Unreachable as exc:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from benchhub.api import examples
 from benchhub.results import moderation
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
 from benchhub.web.models import ReferenceRow
@@ -24,11 +26,13 @@ class EnvelopeSerializer(serializers.Serializer[Any]):
     signatures = SignatureSerializer(many=True)
 
 
+@extend_schema_serializer(examples=examples.REGISTERED)
 class RegistrationResponseSerializer(serializers.Serializer[Any]):
     handle = serializers.CharField()
     keyid = serializers.CharField()
 
 
+@extend_schema_serializer(examples=examples.CREATED)
 class SubmissionCreatedSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     url = serializers.URLField(help_text="the submission's web page")
@@ -45,12 +49,14 @@ class WithdrawnSerializer(serializers.Serializer[Any]):
     withdrawn_at = serializers.DateTimeField()
 
 
+@extend_schema_serializer(examples=examples.ERROR)
 class ErrorSerializer(serializers.Serializer[Any]):
     error = serializers.CharField(help_text="machine code")
     detail = serializers.CharField(help_text="human sentence")
     field = serializers.CharField(required=False, help_text="the input field at fault, as a dotted path")
 
 
+@extend_schema_serializer(examples=examples.MEASUREMENT)
 class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
     submission = serializers.UUIDField(source="submission_id")
     campaign: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -226,6 +232,7 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
         )
 
 
+@extend_schema_serializer(examples=examples.LEADERBOARD)
 class LeaderboardSerializer(serializers.Serializer[Any]):
     campaign = serializers.SlugField()
     baseline = serializers.CharField()
@@ -259,6 +266,7 @@ class ManifestSerializer(serializers.Serializer[Any]):
     correctness = serializers.DictField()
 
 
+@extend_schema_serializer(examples=examples.REFERENCE_ROW)
 class ReferenceRowSerializer(serializers.ModelSerializer[ReferenceRow]):
     """A published row: the patch author's number, not signed, never in a cell."""
 

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from benchhub.api import filters, serializers, snapshot
+from benchhub.api import examples, filters, serializers, snapshot
 from benchhub.api.errors import ApiError
 from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_rows, csv_value
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
@@ -84,6 +84,7 @@ class SubmissionsView(SubmissionIngestMixin, ListAPIView[Submission]):
             "key. 201 when stored, 200 with the same body when the identical envelope arrives again."
         ),
         request=serializers.EnvelopeSerializer,
+        examples=[examples.SUBMISSION],
         responses={
             201: serializers.SubmissionCreatedSerializer,
             200: serializers.SubmissionCreatedSerializer,

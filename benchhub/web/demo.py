@@ -18,6 +18,7 @@ from benchhub_protocol import envelope
 
 from benchhub.results.campaigns import resolved_variants
 from benchhub.results.models import Campaign
+from benchhub.web.wheel import agent_version
 
 CAMPAIGN = "mv-ext-iquants"
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
@@ -176,7 +177,7 @@ def submission_payload(
         "schema_version": 1,
         "nonce": hashlib.sha256(seed.encode()).hexdigest()[:32],
         "created_at": (EPOCH + timedelta(hours=7 * index, minutes=len(seed))).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "agent": {"name": "benchhub-agent", "version": "1.0.0"},
+        "agent": {"name": "benchhub-agent", "version": agent_version()},  # the agent this site serves
         "campaign": campaign.slug,
         "machine": {
             "os": "macOS",

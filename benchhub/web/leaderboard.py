@@ -158,6 +158,9 @@ class ChipQuantGroup:
     batch_sizes: list[int] = field(default_factory=list)
     rows: list[VariantRow] = field(default_factory=list)
     references: list[ReferenceTable] = field(default_factory=list)
+    model_sha256: str = ""
+    demo: bool = False  # demo submissions made these rows
+    excluded: str = ""  # why no machine counts, when none does
 
     @property
     def label(self) -> str:
@@ -255,7 +258,7 @@ def build_board(
 
     groups: list[ChipQuantGroup] = []
     covered = set()
-    for (chip, cores, _), group_cells in crowd.items():
+    for (chip, cores, sha256), group_cells in crowd.items():
         quant, model = group_cells[0].quant, group_cells[0].model
         refs = [r for r in refs_by_chip_quant.get((chip, quant), []) if r.gpu_cores in (None, cores or None)]
         covered.add((chip, quant))
@@ -264,6 +267,7 @@ def build_board(
             chip, cores or None, quant, model, batch_sizes, _group_rows(group_cells, baseline, declared)
         )
         group.references = _reference_tables(refs, batch_sizes)
+        group.model_sha256 = sha256
         groups.append(group)
     for (chip, quant), refs in refs_by_chip_quant.items():
         if (chip, quant) not in covered:

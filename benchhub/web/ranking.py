@@ -102,6 +102,9 @@ class RankLine:
     reference: bool = False  # a published row: not signed, never part of crowd medians
     source_url: str = ""
     expected: tuple[int, ...] = ()  # the campaign's batch sizes in 2–8
+    model_sha256: str = ""
+    demo: bool = False  # demo submissions made this line (seed_demo): examples, not measurements
+    excluded: str = ""  # why no machine of this line counts, when none does
 
     @property
     def partial(self) -> str:
@@ -149,6 +152,7 @@ def rank(
                 verdict_summary(group),
                 curve,
                 expected=expected,
+                model_sha256=sha256,
             )
         )
     published: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)

@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import ChipName, Contributor
+from benchhub.results.campaigns import campaign_rules, variant_descriptions
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
@@ -36,6 +37,7 @@ from benchhub.web.leaderboard import (
 )
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
+from benchhub.web.provenance import Provenance, demo_note, provenance
 from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
 
 FIRST_CAMPAIGN = "mv-ext-iquants"
@@ -51,6 +53,12 @@ class CampaignChoice:
     baseline: str
     variants: tuple[str, ...]
     live: bool
+    descriptions: tuple[tuple[str, str], ...] = ()  # (variant, one line from the campaign definition)
+    patched_backends: tuple[str, ...] = ()  # the backends its patches change ("metal")
+
+    @property
+    def variant_notes(self) -> list[tuple[str, str]]:
+        return [(name, about) for name, about in self.descriptions if about]
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,15 @@ def pick_quant(campaign: CampaignChoice, requested: str) -> str:
 
 def campaign_choices() -> list[CampaignChoice]:
     choices = [
-        CampaignChoice(c.slug, c.title, c.baseline, tuple(c.variant_names), True)
+        CampaignChoice(
+            c.slug,
+            c.title,
+            c.baseline,
+            tuple(c.variant_names),
+            True,
+            tuple(variant_descriptions(c.definition).items()),
+            tuple(sorted(campaign_rules(c.definition).patched_backends)),
+        )
         for c in Campaign.objects.only("slug", "title", "baseline", "definition")
     ]
     live = {choice.slug for choice in choices}
@@ -182,6 +198,7 @@ class RenderedBoard:
 
     html: SafeString
     has_charts: bool
+    demo: bool = False  # demo submissions are on it: its exports say so too
 
 
 def _home_board(
@@ -190,7 +207,9 @@ def _home_board(
     """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
     references = _references(published)
-    every_line = rank(every_cell, _headlines(campaign), references, variant)
+    found = provenance(campaign.slug) if campaign.live else Provenance()
+    ranked = rank(every_cell, _headlines(campaign), references, variant)
+    every_line = found.mark_lines(ranked, every_cell, variant, campaign.patched_backends)
     lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
     batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
     cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]
@@ -222,8 +241,10 @@ def _home_board(
         "coverage": coverage_rows,
         "other_chips": other_chips,
         "has_crowd_rows": any(c.n_machines for c in every_cell),
+        "demo": bool(found.demo),
     }
-    return RenderedBoard(render_to_string("web/_home_board.html", context), chart is not None)
+    html = render_to_string("web/_home_board.html", context)
+    return RenderedBoard(html, chart is not None, bool(found.demo))
 
 
 def _campaign_markdown(request: HttpRequest, campaign: CampaignChoice, variant: str, model: ModelChoice) -> str:
@@ -270,7 +291,7 @@ def _home(request: HttpRequest) -> HttpResponse:
         "model": model,
         "board": board.html,
         "charts": board.has_charts,  # base.html loads plotly.js only for pages with charts
-        "markdown": _campaign_markdown(request, campaign, variant, model) if model else "",
+        "markdown": demo_note(_campaign_markdown(request, campaign, variant, model), board.demo) if model else "",
         "wheel": wheel.install_line(request),
     }
     return render(request, "web/home.html", context)
@@ -301,6 +322,7 @@ def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | Non
 
 def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], published: PublishedRows) -> RenderedBoard:
     sections = []
+    demo = False
     every_reference = _references(published)
     for campaign in choices:
         cells = _cells(campaign, chip=name, gpu_cores=cores)
@@ -308,6 +330,9 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
         if not cells and not references:
             continue
         board = build_board(cells, references, campaign.baseline, campaign.variants)
+        found = provenance(campaign.slug, chip=name, gpu_cores=cores) if cells else Provenance()
+        found.mark_groups(board, cells, campaign.baseline, campaign.patched_backends)
+        demo = demo or bool(found.demo)
         chart_list = [
             Chart(
                 f"tps-{campaign.slug}-{index}",
@@ -322,8 +347,8 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
             if group.rows
         ]
         sections.append(ChipSection(campaign, board, chart_list))
-    html = render_to_string("web/_chip_board.html", {"sections": sections})
-    return RenderedBoard(html, any(section.charts for section in sections))
+    html = render_to_string("web/_chip_board.html", {"sections": sections, "demo": demo})
+    return RenderedBoard(html, any(section.charts for section in sections), demo)
 
 
 @require_safe
@@ -345,7 +370,7 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
         permalink=request.build_absolute_uri(reverse("chip", args=[slug])),
     )
     context = {
-        "markdown": markdown,
+        "markdown": demo_note(markdown, board.demo),
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,

@@ -2,7 +2,8 @@
 ingested through the real signed path, so a fresh site shows what it will look like.
 
 Exit codes: 0 seeded (running it again stores nothing new); 1 the campaign is missing (run
-`migrate` first) or the ingest refused a demo envelope (one sentence on stderr)."""
+`migrate` first), the database holds an older release's demo submissions, or the ingest refused a
+demo envelope (one sentence on stderr)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ from benchhub.results.models import Campaign
 from benchhub.results.tasks import refresh_cells_for_submission
 from benchhub.web import demo
 from benchhub.web.reference import load_reference_rows
+
+# The demo keys already sent these nonces or runs with other numbers: an older release's demo rows.
+STALE_DEMO_CODES = ("nonce_reused", "duplicate_measurement")
+STALE_DEMO = (
+    "this database holds demo submissions from an older release (same demo keys and nonces, other "
+    "numbers): start from an empty database (the embedded default's is db.sqlite3 in the checkout) and run it again."
+)
 
 
 class Command(BaseCommand):
@@ -42,6 +50,8 @@ class Command(BaseCommand):
                     # populated when the command returns even if no worker is running yet.
                     refresh_cells_for_submission(result.id)
         except IngestError as error:
+            if error.code in STALE_DEMO_CODES:
+                raise CommandError(STALE_DEMO) from error
             raise CommandError(f"the ingest refused a demo envelope: {error}") from error
         self.stdout.write(
             f"reference rows: {references.created} created, {references.updated} updated; "

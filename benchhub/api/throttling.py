@@ -1,4 +1,4 @@
-"""Throttles per client address and per signing key (PROTOCOL.md section 4), and per client address
+"""Throttles per client address and per signing key (docs/protocol.md section 4), and per client address
 on the costly reads: list pages, the leaderboard and the CSV export (issue 25).
 
 The client address is REMOTE_ADDR unless BENCHHUB_TRUSTED_PROXY_COUNT proxies stand in front of

@@ -2,7 +2,7 @@
 and sent through the real ingest path, from demo contributors whose keys come from fixed seeds.
 
 The numbers are plausible, not measured: curves follow the shape of the published M5 Pro sweep
-(SEEDS.md), scaled per chip, with gains damped on older GPUs as the published M1 rows show. Every
+(docs/campaigns.md), scaled per chip, with gains damped on older GPUs as the published M1 rows show. Every
 contributor is `is_demo`, so every page labels these rows "demo". Deterministic: the same seeds,
 nonces and timestamps make a second run a set of safe retries (nothing new is stored)."""
 
@@ -25,7 +25,7 @@ REPS = 2
 NPP, NTG, N_CTX = 128, 64, 4096
 EPOCH = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 
-# Decode t/s on an M5 Pro for a 1.7B i-quant, per batch size (SEEDS.md §1; BS1 from the published
+# Decode t/s on an M5 Pro for a 1.7B i-quant, per batch size (docs/campaigns.md; BS1 from the published
 # 1.08x batch-amortisation factor). "01+02" adds the vectorised batch 1 and mv-ext at batch 2-3.
 IQUANT_CURVES: dict[str, tuple[float, ...]] = {
     "upstream": (127.5, 124.0, 132.7, 148.0, 146.0, 137.7, 180.1, 229.2, 307.3),

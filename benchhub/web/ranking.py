@@ -24,7 +24,7 @@ from benchhub.web.leaderboard import (
     plural,
 )
 
-HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (SEEDS.md §1)
+HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (docs/campaigns.md)
 
 
 class HeadlineRow(NamedTuple):

@@ -1,4 +1,4 @@
-"""The payload schemas of PROTOCOL.md, defined once.
+"""The payload schemas of docs/protocol.md, defined once.
 
 The agent validates what it is about to sign; the server validates what it has verified. Both
 call `validate_submission` / `validate_registration`, which raise `SchemaViolation` naming the

@@ -1,4 +1,4 @@
-"""stats.py: the pure statistics of PROTOCOL.md 5.1, checked against hand computations and the
+"""stats.py: the pure statistics of docs/protocol.md section 7, checked against hand computations and the
 binomial distribution itself."""
 
 from __future__ import annotations

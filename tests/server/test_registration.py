@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 3: registration with proof of possession, and linking a second key."""
+"""docs/protocol.md section 3: registration with proof of possession, and linking a second key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 4: signed submissions, verified over the exact bytes, stored atomically."""
+"""docs/protocol.md section 4: signed submissions, verified over the exact bytes, stored atomically."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Every file the repository's prose names is in the repository: no reference dangles.
 
-A reference is a path-like word ending in a file extension (`docs/protocol.md`, `../x/docs/campaigns.md`,
-`results/ingest.py`), read from Markdown files and from the comments and docstrings of Python files
-. It resolves when a tracked file has that path, relative to
-the referring file or to the root, or ends with it (`results/ingest.py` is `benchhub/results/ingest.py`).
+A reference is a path-like word ending in a file extension (`docs/protocol.md`, `results/ingest.py`),
+read from Markdown files and from the comments and docstrings of Python files. It resolves when a
+tracked file has that path, relative to the referring file or to the root, or ends with it
+(`results/ingest.py` is `benchhub/results/ingest.py`).
 A Python string is prose when it is triple-quoted or holds a space; a lone file name in code is data.
 URLs, absolute paths, home paths and patterns (`*`, `{`, `<`, `$`) are not references, and neither
 are the few names of files that live elsewhere (NOT_HERE: llama.cpp's sources, what a command writes).

@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchhub_agent import sweep
 from benchhub_agent.errors import ExitCode
 from benchhub_protocol import envelope, rounds, schema, stats
+
+from benchhub.results import campaigns
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md", ROOT / "agent" / "README.md"])
@@ -53,6 +56,8 @@ NAMES: dict[str, Any] = {
     "schema": schema,
     "stats": stats,
     "ExitCode": ExitCode,
+    "sweep": sweep,
+    "campaigns": campaigns,
 }
 
 

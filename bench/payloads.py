@@ -61,16 +61,6 @@ def persona(index: int) -> envelope.Signer:
     return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-bench-persona:{index}".encode()).digest())
 
 
-def registration_body(signer: envelope.Signer, handle: str) -> bytes:
-    payload = {
-        "schema_version": 1,
-        "handle": handle,
-        "public_key": signer.public_key_b64,
-        "created_at": "2026-11-29T10:00:00Z",
-    }
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer]))
-
-
 def campaign_variants(definition: dict[str, Any], patch_sha256: dict[str, str]) -> list[VariantSpec]:
     return [
         VariantSpec(
@@ -202,7 +192,3 @@ def model_facts(model_name: str, architecture: str, n_params: int, quant: str) -
         "label": f"{model_name} {quant}",
         "tensor_bytes_by_type": {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8},
     }
-
-
-def signed_body(content: dict[str, Any], signer: envelope.Signer) -> bytes:
-    return envelope.envelope_bytes(envelope.sign(content, envelope.SUBMISSION_TYPE, [signer]))

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_registration, signed_submission
 
 VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "protocol-vector.json").read_text())
 PATCH_TEXT = {
@@ -39,20 +40,6 @@ def persona(name: str) -> envelope.Signer:
 @pytest.fixture
 def personas() -> dict[str, envelope.Signer]:
     return {name: persona(name) for name in PERSONAS}
-
-
-def registration_envelope(signer: envelope.Signer, handle: str, *vouchers: envelope.Signer) -> bytes:
-    payload = {
-        "schema_version": 1,
-        "handle": handle,
-        "public_key": signer.public_key_b64,
-        "created_at": "2026-11-29T10:00:00Z",
-    }
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer, *vouchers]))
-
-
-def submission_envelope(payload: Mapping[str, Any], signer: envelope.Signer) -> bytes:
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.SUBMISSION_TYPE, [signer]))
 
 
 def vector_payload() -> dict[str, Any]:
@@ -187,10 +174,10 @@ class Api:
         return self.client.post(url, data=body, content_type="application/json", **headers)
 
     def register(self, signer: envelope.Signer, handle: str, *vouchers: envelope.Signer) -> Any:
-        return self.post(self.contributors, registration_envelope(signer, handle, *vouchers))
+        return self.post(self.contributors, signed_registration(signer, handle, *vouchers))
 
     def submit(self, payload: Mapping[str, Any], signer: envelope.Signer, **headers: Any) -> Any:
-        return self.post(self.submissions, submission_envelope(payload, signer), **headers)
+        return self.post(self.submissions, signed_submission(payload, signer), **headers)
 
     def another_machine(self, owner: envelope.Signer, handle: str, n: int) -> envelope.Signer:
         """The n-th other machine of a contributor: its own key, added to the handle with the

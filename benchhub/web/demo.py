@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_registration, signed_submission
 
 from benchhub.results.campaigns import resolved_variants
 from benchhub.results.models import Campaign
@@ -99,15 +100,8 @@ def signer_for(handle: str) -> envelope.Signer:
     return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-demo-key:{handle}".encode()).digest())
 
 
-def registration_envelope(handle: str, created_at: datetime = EPOCH) -> bytes:
-    signer = signer_for(handle)
-    payload = {
-        "schema_version": 1,
-        "handle": handle,
-        "public_key": signer.public_key_b64,
-        "created_at": created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer]))
+def signed_demo_registration(handle: str, created_at: datetime = EPOCH) -> bytes:
+    return signed_registration(signer_for(handle), handle, created_at=created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _curve(chip: DemoChip, model: DemoModel, variant: str) -> tuple[float, ...]:
@@ -278,7 +272,7 @@ def demo_runs() -> list[DemoRun]:
     return runs
 
 
-def submission_envelope(campaign: Campaign, run: DemoRun) -> bytes:
-    payload = submission_payload(campaign, run.chip, run.model, run.index, run.trouble)
-    signed = envelope.sign(payload, envelope.SUBMISSION_TYPE, [signer_for(run.handle)])
-    return envelope.envelope_bytes(signed)
+def signed_demo_run(campaign: Campaign, run: DemoRun) -> bytes:
+    return signed_submission(
+        submission_payload(campaign, run.chip, run.model, run.index, run.trouble), signer_for(run.handle)
+    )

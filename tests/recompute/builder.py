@@ -17,7 +17,7 @@ from typing import Any
 
 from benchhub_protocol import envelope
 
-from tests.conftest import PATCH_TEXT, build_payload, persona, submission_envelope
+from tests.conftest import PATCH_TEXT, build_payload, persona, signed_submission
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "recompute_cells.py"
 SLUG = "mv-ext-iquants"
@@ -117,7 +117,7 @@ class SnapshotBuilder:
     def add(self, handle: str, body: Mapping[str, Any], state: str = "counted", reason: str = "") -> dict[str, Any]:
         if handle not in self.handles:
             self.handles.append(handle)
-        text = submission_envelope(body, persona(handle)).decode("utf-8")
+        text = signed_submission(body, persona(handle)).decode("utf-8")
         received = START + timedelta(seconds=len(self.lines))
         line_id = f"00000000-0000-4000-8000-{len(self.lines):012d}"
         line = {

@@ -103,14 +103,14 @@ def test_the_docs_quote_the_code_at_all() -> None:
 
 
 def test_it_goes_red_when_a_constant_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = tmp_path / "doc.md"
+    doc = tmp_path / "page.markdown"
     doc.write_text(
         "At most 30<!-- = rounds.MAX_ROUNDS --> rounds; 120/hour<!-- = default('BENCHHUB_THROTTLE_ADDRESS') -->"
         " per address; `1,048,576`<!-- = default('BENCHHUB_MAX_BODY_BYTES') --> bytes; 2%<!-- = 0.02 -->.\n"
     )
     assert wrong_quotes(doc) == []
     monkeypatch.setattr(rounds, "MAX_ROUNDS", 31)
-    assert wrong_quotes(doc) == ["doc.md:1: the doc says '30', the code rounds.MAX_ROUNDS is 31"]
+    assert wrong_quotes(doc) == ["page.markdown:1: the doc says '30', the code rounds.MAX_ROUNDS is 31"]
 
 
 def test_it_reads_the_production_default_not_the_suites() -> None:

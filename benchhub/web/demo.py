@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from benchhub_protocol import envelope
+from benchhub_protocol import envelope, payloads
 from benchhub_protocol.payloads import signed_registration, signed_submission
 
 from benchhub.results.campaigns import resolved_variants
@@ -22,7 +22,7 @@ from benchhub.results.models import Campaign
 
 CAMPAIGN = "mv-ext-iquants"
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
-REPS = 2
+REPS = 4  # interleaved rounds per demo run
 NPP, NTG, N_CTX = 128, 64, 4096
 EPOCH = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 
@@ -135,27 +135,18 @@ def _variants(campaign: Campaign) -> list[dict[str, Any]]:
 
 
 def _runs(chip: DemoChip, model: DemoModel, names: list[str], rng: random.Random) -> list[dict[str, Any]]:
-    # Interleaved A B C, then C B A, twice: the four rounds a quiet machine needs for every cell's
-    # round-paired ratio to be within ±1% (what the agent keeps adding rounds for).
-    order = (names + names[::-1]) * 2
-    runs = []
-    for seq, name in enumerate(order, start=1):
-        rows = []
+    """Four interleaved rounds: what a quiet machine needs for every cell's round-paired ratio to be
+    within ±1% (what the agent keeps adding rounds for)."""
+
+    def rows(name: str, rep: int) -> list[dict[str, Any]]:
+        measured = []
         for batch_size, tps in zip(BATCH_SIZES, _curve(chip, model, name), strict=True):
             tg = round(tps * rng.uniform(0.997, 1.003), 2)
             pp = round(1900.0 * chip.scale * rng.uniform(0.99, 1.01), 2)
-            rows.append(
-                {
-                    "batch_size": batch_size,
-                    "pp_tps": pp,
-                    "tg_tps": tg,
-                    "t_pp_s": round(NPP * batch_size / pp, 6),
-                    "t_tg_s": round(NTG * batch_size / tg, 6),
-                }
-            )
-        rep = (seq - 1) // len(names) + 1
-        runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
-    return runs
+            measured.append(payloads.sweep_row(batch_size, tg, pp, npp=NPP, ntg=NTG))
+        return measured
+
+    return payloads.interleaved_runs(names, REPS, rows)
 
 
 def submission_payload(
@@ -165,30 +156,20 @@ def submission_payload(
     rng = random.Random(seed)
     variants = _variants(campaign)
     names = [variant["name"] for variant in variants]
-    output = hashlib.sha256(f"ocean|{model.label}".encode()).hexdigest()
-    return {
-        "schema_version": 1,
-        "nonce": hashlib.sha256(seed.encode()).hexdigest()[:32],
-        "created_at": (EPOCH + timedelta(hours=7 * index, minutes=len(seed))).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "agent": {"name": "benchhub-agent", "version": "1.0.0"},
-        "campaign": campaign.slug,
-        "machine": {
-            "os": "macOS",
-            "os_version": "15.7.9",
-            "os_build": "24G231",
-            "arch": "arm64",
+    return payloads.submission(
+        nonce=hashlib.sha256(seed.encode()).hexdigest()[:32],
+        created_at=(EPOCH + timedelta(hours=7 * index, minutes=len(seed))).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        campaign=campaign.slug,
+        machine={
+            **payloads.MACHINE,
             "chip": chip.chip,
             "cpu_cores_performance": chip.performance,
             "cpu_cores_efficiency": chip.efficiency,
             "gpu_name": chip.chip,
             "gpu_cores": chip.gpu_cores,
             "memory_bytes": chip.memory_gib * 2**30,
-            "backend": "metal",
-            "power_source": "ac",
-            "low_power_mode": False,
-            "thermal": "nominal",
         },
-        "model": {
+        model={
             "file_name": model.label.replace(" ", "-") + ".gguf",
             "sha256": hashlib.sha256(f"demo-model:{model.label}".encode()).hexdigest(),
             "size_bytes": model.size_bytes,
@@ -198,53 +179,19 @@ def submission_payload(
             "label": model.label,
             "tensor_bytes_by_type": model.tensor_bytes,
         },
-        "llama_cpp": {
-            "repo": campaign.repo,
-            "build_type": "Release",
-            "cmake_flags": ["-DGGML_METAL=ON"],
-            "compiler": "Apple clang version 17.0.0",
-        },
-        "variants": variants,
-        "sweep": {
-            "tool": "llama-batched-bench",
-            "npp": NPP,
-            "ntg": NTG,
-            "n_ctx": N_CTX,
-            "flash_attn": True,
-            "n_gpu_layers": 99,
-            "batch_sizes": list(BATCH_SIZES),
-            "order": "interleaved",
-            "runs": _runs(chip, model, names, rng),
-        },
-        "correctness": [
-            {
-                "variant": name,
-                "tool": "test-backend-ops",
-                "op": "MUL_MAT",
-                "backend": "MTL0",
-                "status": "fail" if name == trouble.failing_variant else "pass",
-                "passed": 61 if name == trouble.failing_variant else 63,
-                "failed": 2 if name == trouble.failing_variant else 0,
-            }
-            for name in names
-        ],
-        "generation": [
-            {
-                "variant": name,
-                "prompt_id": "ocean",
-                "n_tokens": 96,
-                "output_sha256": hashlib.sha256(b"loop").hexdigest() if name == trouble.degenerate_variant else output,
-                "degenerate": name == trouble.degenerate_variant,
-                "repetition_score": 0.91 if name == trouble.degenerate_variant else 0.04,
-                "identical_to_baseline": name != trouble.degenerate_variant,
-            }
-            for name in names
-        ],
-        "flags": sorted(
+        llama_cpp={**payloads.LLAMA_CPP, "repo": campaign.repo},
+        sweep={**payloads.SWEEP, "npp": NPP, "ntg": NTG, "n_ctx": N_CTX},
+        variants=variants,
+        runs=_runs(chip, model, names, rng),
+        batch_sizes=BATCH_SIZES,
+        statuses={trouble.failing_variant: "fail"} if trouble.failing_variant else None,
+        looped={trouble.degenerate_variant: True} if trouble.degenerate_variant else None,
+        output=hashlib.sha256(f"ocean|{model.label}".encode()).hexdigest(),
+        flags=sorted(
             (["correctness_failed"] if trouble.failing_variant else [])
             + (["degenerate_output", "variant_output_mismatch"] if trouble.degenerate_variant else [])
         ),
-    }
+    )
 
 
 @dataclass(frozen=True)

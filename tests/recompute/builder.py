@@ -17,17 +17,11 @@ from typing import Any
 
 from benchhub_protocol import envelope
 
-from tests.conftest import PATCH_TEXT, build_payload, persona, signed_submission
+from tests.conftest import PATCH_TEXT, VEC_ENV, build_payload, persona, signed_submission
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "recompute_cells.py"
 SLUG = "mv-ext-iquants"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
-VEC_ENV = {
-    "GGML_METAL_MV_IQ2_XXS_VEC": "1",
-    "GGML_METAL_MV_IQ2_XS_VEC": "1",
-    "GGML_METAL_MV_IQ2_S_VEC": "1",
-    "GGML_METAL_MV_IQ3_XXS_VEC": "1",
-}
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
 

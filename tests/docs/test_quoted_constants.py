@@ -22,6 +22,7 @@ from benchhub_agent.errors import ExitCode
 from benchhub_protocol import envelope, rounds, schema, stats
 
 from benchhub.results import campaigns
+from tests.recompute.builder import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md", ROOT / "agent" / "README.md"])
@@ -50,6 +51,7 @@ def default(name: str, *, debug: bool = False) -> Any:
 
 
 NAMES: dict[str, Any] = {
+    "recompute": load_script(),  # scripts/recompute_cells.py
     "default": default,
     "envelope": envelope,
     "rounds": rounds,

@@ -46,7 +46,7 @@ def now_rfc3339() -> str:
 
 def registration_envelope(handle: str, new_key: Signer, existing_key: Signer | None = None) -> dict[str, Any]:
     """Signed by the key being registered; linking a second key to a handle adds a signature by a key
-    already on it (PROTOCOL 3)."""
+    already on it (docs/protocol.md 3)."""
     payload = {"schema_version": 1, "handle": handle, "public_key": new_key.public_key_b64, "created_at": now_rfc3339()}
     try:
         validate_registration(payload)

@@ -145,3 +145,9 @@ def signed_registration(
 
 def signed_submission(payload: Mapping[str, Any], signer: envelope.Signer) -> bytes:
     return envelope.envelope_bytes(envelope.sign(payload, envelope.SUBMISSION_TYPE, [signer]))
+
+
+def signed_withdrawal(submission_id: str, signer: envelope.Signer, created_at: str = "2026-12-03T10:00:00Z") -> bytes:
+    """The envelope that withdraws a submission; only the key that signed it may."""
+    payload = {"schema_version": 1, "submission": submission_id, "created_at": created_at}
+    return envelope.envelope_bytes(envelope.sign(payload, envelope.WITHDRAWAL_TYPE, [signer]))

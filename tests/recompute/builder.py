@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_withdrawal
 
 from tests.conftest import PATCH_TEXT, VEC_ENV, build_payload, persona, signed_submission
 
@@ -96,8 +97,7 @@ def ratio_tg(ratio: float, base: float = 100.0, reps: int = 2, batch: int = 1) -
 
 
 def withdrawal(submission_id: str, signer: envelope.Signer) -> str:
-    payload = {"schema_version": 1, "submission": submission_id, "created_at": "2026-12-03T10:00:00Z"}
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.WITHDRAWAL_TYPE, [signer])).decode("utf-8")
+    return signed_withdrawal(submission_id, signer).decode("utf-8")
 
 
 class SnapshotBuilder:

@@ -8,6 +8,7 @@ from django.http import HttpRequest
 
 from benchhub.accounts.models import Contributor, ModerationEvent, PublicKey
 from benchhub.results import moderation
+from benchhub.results.admin import ReadOnlyAdmin
 
 
 @admin.register(Contributor)
@@ -42,15 +43,6 @@ class PublicKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ModerationEvent)
-class ModerationEventAdmin(admin.ModelAdmin):
+class ModerationEventAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "actor_name", "action", "target", "reason")
     list_filter = ("action",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

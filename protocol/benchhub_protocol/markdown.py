@@ -79,8 +79,16 @@ def _interval(cells: Sequence[Cell]) -> str:
     return " / ".join(words) or "–"
 
 
+# The characters that open links, images, HTML, entities, code, emphasis and table cells,
+# backslash-escaped: a label is contributor text, shown as written and never as a link or an image
+# ("_" stays: within a word, as in Q4_K_M, it opens nothing). "://" and "www." are broken too, so
+# GitHub does not make a bare URL a link.
+_MARKUP = str.maketrans({char: "\\" + char for char in "\\`*[]<>|~&"})
+
+
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    escaped = " ".join(text.splitlines()).translate(_MARKUP)
+    return escaped.replace("://", ":\\/\\/").replace("www.", "www\\.")
 
 
 def table(lines: Sequence[Line], *, title: str, permalink: str) -> str:

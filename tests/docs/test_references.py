@@ -33,6 +33,7 @@ NOT_HERE = {
     "analysis.txt": "a recording's side output",
     "extra.txt": "a recording's side output",
     "cells.json": "written by scripts/recompute_cells.py",
+    "machine.json": "written by the agent in its home, beside the key",
     "board.json": "written by a test in its temporary folder",
     "response.json": "a name in a test's request",
     "plotly.py": "the Plotly library",

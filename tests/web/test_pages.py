@@ -116,8 +116,14 @@ def test_it_shows_the_published_m3_ultra_rows_beside_the_live_few_row_mma_campai
     assert 'id="coverage"' in text  # a live campaign asks for contributions
 
 
-def test_it_answers_404_for_an_unknown_campaign(client: Client, live_campaign: Campaign) -> None:
-    assert client.get("/", {"campaign": "nope"}).status_code == 404
+def test_it_answers_400_naming_an_unknown_campaign_variant_model_or_quant(
+    client: Client, live_campaign: Campaign
+) -> None:
+    """Issues 30 and 33: an unknown filter value is a short 400 page, not a default board."""
+    for field, value in (("campaign", "nope"), ("variant", "07"), ("model", "f" * 64), ("quant", "q9_z")):
+        response = client.get("/", {field: value})
+        assert response.status_code == 400, (field, response.status_code)
+        assert f"Unknown {field}" in response.content.decode()
 
 
 def test_it_shows_a_chip_with_its_charts_tables_and_submissions(

@@ -149,15 +149,11 @@ class ReferenceTable:
     cells: tuple[CellView, ...]
 
 
-@dataclass
-class ChipQuantGroup:
+class ChipNamed:
+    """A chip page's name and URL slug, for anything that carries a chip and its GPU core count."""
+
     chip: str
     gpu_cores: int | None
-    quant: str
-    model: str
-    batch_sizes: list[int] = field(default_factory=list)
-    rows: list[VariantRow] = field(default_factory=list)
-    references: list[ReferenceTable] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -166,6 +162,17 @@ class ChipQuantGroup:
     @property
     def slug(self) -> str:
         return chip_slug(self.chip, self.gpu_cores)
+
+
+@dataclass
+class ChipQuantGroup(ChipNamed):
+    chip: str
+    gpu_cores: int | None
+    quant: str
+    model: str
+    batch_sizes: list[int] = field(default_factory=list)
+    rows: list[VariantRow] = field(default_factory=list)
+    references: list[ReferenceTable] = field(default_factory=list)
 
 
 def amortisation(by_batch: dict[int, float | None]) -> str:

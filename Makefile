@@ -4,8 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 FIXTURES ?= $(HOME)/.cache/benchhub-fixtures
 export BENCHHUB_FIXTURES ?= $(FIXTURES)
-TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
-TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+# What `make test` touches: one PostgreSQL database of its own, named uniquely per run (pytest-django
+# creates test_<name> on the server below and drops it at the end), and one Redis DB number.
+TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432
+TEST_DATABASE_NAME := benchhub_$(shell date +%s)_$(shell od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+TEST_DATABASE_URL ?= $(TEST_POSTGRES)/$(TEST_DATABASE_NAME)
+TEST_REDIS_DB ?= 13
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/$(TEST_REDIS_DB)
 
 .DEFAULT_GOAL := help
 .PHONY: help install run test lint typecheck fixtures services system-deps reliability bench

@@ -4,7 +4,7 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by PROTOCOL.md section 5.1 (cells version 2),
+  3. recomputes every cell by docs/protocol.md section 7 (as of cells version 2),
   4. with --server, prints every cell that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 
     python scripts/recompute_cells.py --server https://benchhub.example
@@ -311,7 +311,7 @@ def verdict(interval: str | None, low: float | None, high: float | None) -> str:
     return "no clear change"
 
 
-# ---------------------------------------------------------------- envelopes (PROTOCOL.md 1-2)
+# ---------------------------------------------------------------- envelopes (docs/protocol.md 1-2)
 
 
 def strict_b64(text: object) -> bytes:

@@ -413,11 +413,11 @@ def key_link(handle: str, existing_key: Path, server: str | None) -> None:
     click.echo(printable(f"This key is now on {linked}."))
 
 
-@main.command(epilog=EPILOG)
+@main.command("verify", epilog=EPILOG)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--public-key", help="Base64 public key to check the signature with (default: this machine's key).")
 @handled
-def verify(file: Path, public_key: str | None) -> None:
+def verify_file(file: Path, public_key: str | None) -> None:
     """Check a signed result: envelope, canonical payload, schema v1 and the Ed25519 signature."""
     try:
         opened = open_envelope(strict_loads(file.read_bytes()))

@@ -1,4 +1,4 @@
-"""Facts about the GGUF model (PROTOCOL 4.3), checked before anything is built."""
+"""Facts about the GGUF model (docs/protocol.md 4.3), checked before anything is built."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every API error is `{"error": <code>, "detail": <sentence>, ...}` (PROTOCOL.md), never HTML."""
+"""Every API error is `{"error": <code>, "detail": <sentence>, ...}` (docs/protocol.md), never HTML."""
 
 from __future__ import annotations
 

@@ -198,7 +198,7 @@ class ExcludedSerializer(serializers.Serializer[Any]):
 
 
 class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
-    """One cell (PROTOCOL.md 5.1)."""
+    """One cell (docs/protocol.md section 7)."""
 
     excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
     interval = serializers.ChoiceField(

@@ -1,4 +1,4 @@
-"""Read endpoints (PROTOCOL.md section 5) and the submissions collection, whose POST is the ingest."""
+"""Read endpoints (docs/protocol.md section 6) and the submissions collection, whose POST is the ingest."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ class LeaderboardView(APIView):
         summary="Leaderboard cells of a campaign",
         responses=serializers.LeaderboardSerializer,
         description=(
-            "One row per cell (chip, gpu_cores, model file, variant, batch_size), PROTOCOL.md section 5.1: a "
+            "One row per cell (chip, gpu_cores, model file, variant, batch_size), docs/protocol.md section 7: a "
             "submission's speedup is the median over its rounds of the round-paired ratio; a machine's is the "
             "median of its submissions'; speedup and baseline_tg_tps are medians over machines, and tg_tps = "
             "baseline_tg_tps x speedup. interval says what [ci_low, ci_high] is: '95%' (6 or more machines), "

@@ -149,8 +149,23 @@ class ReferenceTable:
     cells: tuple[CellView, ...]
 
 
+class ChipNamed:
+    """A chip page's name and URL slug, for anything that carries a chip and its GPU core count."""
+
+    chip: str
+    gpu_cores: int | None
+
+    @property
+    def label(self) -> str:
+        return chip_label(self.chip, self.gpu_cores)
+
+    @property
+    def slug(self) -> str:
+        return chip_slug(self.chip, self.gpu_cores)
+
+
 @dataclass
-class ChipQuantGroup:
+class ChipQuantGroup(ChipNamed):
     chip: str
     gpu_cores: int | None
     quant: str
@@ -161,14 +176,6 @@ class ChipQuantGroup:
     model_sha256: str = ""
     demo: bool = False  # demo submissions made these rows
     excluded: str = ""  # why no machine counts, when none does
-
-    @property
-    def label(self) -> str:
-        return chip_label(self.chip, self.gpu_cores)
-
-    @property
-    def slug(self) -> str:
-        return chip_slug(self.chip, self.gpu_cores)
 
 
 def amortisation(by_batch: dict[int, float | None]) -> str:

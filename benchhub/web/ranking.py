@@ -15,16 +15,15 @@ from django.utils.safestring import SafeString
 
 from benchhub.web.leaderboard import (
     CellRow,
+    ChipNamed,
     ReferenceLike,
-    chip_label,
-    chip_slug,
     chip_sort_key,
     format_change,
     interval_note,
     plural,
 )
 
-HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (SEEDS.md §1)
+HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (docs/campaigns.md)
 
 
 class HeadlineRow(NamedTuple):
@@ -91,7 +90,7 @@ def verdict_summary(cells: Sequence[CellRow]) -> str:
 
 
 @dataclass(frozen=True)
-class RankLine:
+class RankLine(ChipNamed):
     chip: str
     gpu_cores: int | None
     model: str
@@ -112,14 +111,6 @@ class RankLine:
         if self.headline is None or self.headline.batch_sizes == self.expected:
             return ""
         return "over BS" + ", BS".join(map(str, self.headline.batch_sizes)) + " only"
-
-    @property
-    def label(self) -> str:
-        return chip_label(self.chip, self.gpu_cores)
-
-    @property
-    def slug(self) -> str:
-        return chip_slug(self.chip, self.gpu_cores)
 
     @property
     def machines(self) -> str:

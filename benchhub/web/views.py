@@ -391,7 +391,7 @@ def submission(request: HttpRequest, pk: str) -> HttpResponse:
 
 
 @require_safe
-def submission_envelope(request: HttpRequest, pk: str) -> HttpResponse:
+def envelope_json(request: HttpRequest, pk: str) -> HttpResponse:
     """The stored envelope, byte for byte, so anyone can verify the signature themselves."""
     found = get_object_or_404(Submission.objects.public().select_related("raw"), pk=pk)
     response = HttpResponse(bytes(found.raw.body), content_type="application/json")

@@ -26,7 +26,7 @@ from django.db import connection
 
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, Submission
-from tests.conftest import build_payload, persona, registration_envelope, submission_envelope
+from tests.conftest import build_payload, persona, signed_registration, signed_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -176,8 +176,8 @@ def test_it_runs_the_compose_commands_and_a_submission_reaches_the_leaderboard(s
     stack.start("worker")
     stack.start("beat")
     ada = persona("ada")
-    assert stack.post("/api/v1/contributors/", registration_envelope(ada, "ada")).status_code == 201
-    sent = submission_envelope(build_payload(), ada)
+    assert stack.post("/api/v1/contributors/", signed_registration(ada, "ada")).status_code == 201
+    sent = signed_submission(build_payload(), ada)
     created = stack.post("/api/v1/submissions/", sent)
     assert created.status_code == 201, created.text
 
@@ -201,7 +201,7 @@ def test_it_loses_no_submission_when_the_worker_is_killed_mid_refresh(stack: Sta
     start_web(stack)
     signers = [persona(name) for name in ("ada", "bob", "cole", "dina")]
     for index, signer in enumerate(signers):
-        assert stack.post("/api/v1/contributors/", registration_envelope(signer, f"p{index}")).status_code == 201
+        assert stack.post("/api/v1/contributors/", signed_registration(signer, f"p{index}")).status_code == 201
     sizes = (1, 2, 3, 4, 5, 8, 9, 12, 16)
     count, chips = 40, 8  # refreshes are queued per cell group: eight groups, eight refreshes to interrupt
     for n in range(count):
@@ -210,7 +210,7 @@ def test_it_loses_no_submission_when_the_worker_is_killed_mid_refresh(stack: Sta
             for name, shift in (("upstream", 0), ("01", 40), ("01+02", 60))
         }
         payload = build_payload(tg=tg, machine={"chip": f"Apple M{n % chips + 1} Max"})
-        response = stack.post("/api/v1/submissions/", submission_envelope(payload, signers[n % 4]))
+        response = stack.post("/api/v1/submissions/", signed_submission(payload, signers[n % 4]))
         assert response.status_code == 201, response.text
 
     def refreshed() -> int:
@@ -252,12 +252,12 @@ def test_the_worker_keeps_its_database_connection_and_replaces_one_the_server_dr
     start_web(stack)
     stack.start("worker")
     ada = persona("ada")
-    assert stack.post("/api/v1/contributors/", registration_envelope(ada, "ada")).status_code == 201
+    assert stack.post("/api/v1/contributors/", signed_registration(ada, "ada")).status_code == 201
 
     def submit_and_wait(n: int) -> None:
         tg = {"upstream": {4: [100.0 + n] * 2}, "01": {4: [150.0] * 2}}
         payload = build_payload(tg=tg, machine={"chip": f"Apple M{n} Max"})  # a group of its own: one refresh each
-        assert stack.post("/api/v1/submissions/", submission_envelope(payload, ada)).status_code == 201
+        assert stack.post("/api/v1/submissions/", signed_submission(payload, ada)).status_code == 201
         try:
             wait_for(
                 lambda: not Submission.objects.filter(cells_refreshed_at__isnull=True).exists(), 60, f"refresh {n}"

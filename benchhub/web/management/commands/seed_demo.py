@@ -38,12 +38,12 @@ class Command(BaseCommand):
             raise CommandError(f"campaign {demo.CAMPAIGN} does not exist: run `manage.py migrate` first.")
         try:
             for handle in demo.HANDLES:
-                register(demo.registration_envelope(handle))
+                register(demo.signed_demo_registration(handle))
                 # Only the contributor holding the demo key is marked, never a real one by name.
                 Contributor.objects.filter(keys__keyid=demo.signer_for(handle).keyid).update(is_demo=True)
             created = 0
             for run in demo.demo_runs():
-                result = ingest_submission(demo.submission_envelope(campaign, run))
+                result = ingest_submission(demo.signed_demo_run(campaign, run))
                 created += result.created
                 if result.created and not settings.CELERY_TASK_ALWAYS_EAGER:
                     # The ingest queued the refresh for a worker; run it here too, so the site is

@@ -31,7 +31,7 @@ from benchhub.results.models import Campaign, Submission
 from benchhub.results.tasks import refresh_cells_for_submission
 from benchhub.web import charts, demo
 from benchhub.web.charts import Point, Series
-from tests.conftest import persona, registration_envelope, submission_envelope
+from tests.conftest import persona, signed_registration, signed_submission
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,8 +103,8 @@ def send_a_cpu_run(campaign: Campaign) -> None:
         check |= {"backend": "CPU", "status": "not_run", "passed": 0, "failed": 0}
         check["reason"] = "a CPU-only build has no second backend to compare against"
     signer = persona("linux-box")
-    register(registration_envelope(signer, "linux-box"))
-    result = ingest_submission(submission_envelope(payload, signer))
+    register(signed_registration(signer, "linux-box"))
+    result = ingest_submission(signed_submission(payload, signer))
     refresh_cells_for_submission(result.id)  # as seed_demo does: no worker runs here
 
 

@@ -1,4 +1,4 @@
-"""Pure statistics for the leaderboard (no ORM, no Django): PROTOCOL.md section 5.1, cells version 3.
+"""Pure statistics for the leaderboard (no ORM, no Django): docs/protocol.md section 7, cells version 3.
 
 Inside one submission, rounds pair a variant with its baseline: the submission's speedup at a
 batch size is the median over rounds of (variant / baseline in the same round). A machine is a

@@ -21,7 +21,7 @@ from benchhub_agent import sweep
 from benchhub_agent.errors import ExitCode
 from benchhub_protocol import envelope, rounds, schema, stats
 
-from benchhub.results import campaigns
+from benchhub.results import campaigns, claims, plausibility
 from tests.recompute.builder import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +60,8 @@ NAMES: dict[str, Any] = {
     "ExitCode": ExitCode,
     "sweep": sweep,
     "campaigns": campaigns,
+    "claims": claims,
+    "plausibility": plausibility,
 }
 
 

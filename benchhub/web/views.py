@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -20,23 +19,17 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import Contributor
+from benchhub.results.campaigns import DEFAULT_MIN_EFFECT, campaign_rules
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
-from benchhub.web.leaderboard import (
-    CellRow,
-    ChipQuantGroup,
-    build_board,
-    chip_label,
-    chip_slug,
-    coverage,
-    reference_throughput_series,
-    speedup_series,
-    throughput_series,
-)
+from benchhub.web.leaderboard import CellRow, ChipQuantGroup, build_board, chip_label, chip_slug, coverage
+from benchhub.web.machines import LINE_FIELDS, counted_machines
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
 from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
+from benchhub.web.series import reference_throughput_series, speedup_series, throughput_series
+from benchhub.web.words import model_names, threshold_note
 
 FIRST_CAMPAIGN = "mv-ext-iquants"
 
@@ -51,32 +44,34 @@ class CampaignChoice:
     baseline: str
     variants: tuple[str, ...]
     live: bool
+    followers: tuple[str, ...] = ()  # variants that follow a git ref: their cells are keyed by resolved commit
+    min_effect: float = DEFAULT_MIN_EFFECT
 
 
 @dataclass(frozen=True)
 class ModelChoice:
     sha256: str
-    label: str
+    label: str  # the display name, with a short sha where two files share it
     quant: str
-    n_machines: int
+    n_machines: int  # distinct keys counted in its cells (machines.py), as the ranking counts
 
 
 def model_choices(campaign: CampaignChoice) -> list[ModelChoice]:
-    """The campaign's model files, the one measured on the most machines first (the default)."""
+    """The campaign's model files, the one measured on the most machines first (the default);
+    machines counted as everywhere else: distinct keys (machines.py)."""
     if not campaign.live:
         return []
-    found = (
-        LeaderboardCell.objects.filter(campaign__slug=campaign.slug)
-        .values("model_sha256", "model", "quant")
-        .annotate(most=Max("n_machines"))
-        .order_by("-most", "model", "model_sha256")
-    )
-    choices: dict[str, ModelChoice] = {}
-    for row in found:
-        choices.setdefault(
-            row["model_sha256"], ModelChoice(row["model_sha256"], row["model"], row["quant"], row["most"])
-        )
-    return list(choices.values())
+    files = {
+        sha256: (name, quant)
+        for sha256, name, quant in LeaderboardCell.objects.filter(campaign__slug=campaign.slug)
+        .order_by()
+        .values_list("model_sha256", "model", "quant")
+        .distinct()
+    }
+    labels = model_names([(name, sha256) for sha256, (name, _) in files.items()])
+    counts = counted_machines(campaign.slug, ("model_sha256",))
+    choices = [ModelChoice(sha, labels[sha], quant, counts.get((sha,), 0)) for sha, (_, quant) in files.items()]
+    return sorted(choices, key=lambda c: (-c.n_machines, c.label, c.sha256))
 
 
 def pick_model(choices: list[ModelChoice], sha256: str | None) -> ModelChoice | None:
@@ -85,7 +80,15 @@ def pick_model(choices: list[ModelChoice], sha256: str | None) -> ModelChoice | 
 
 def campaign_choices() -> list[CampaignChoice]:
     choices = [
-        CampaignChoice(c.slug, c.title, c.baseline, tuple(c.variant_names), True)
+        CampaignChoice(
+            c.slug,
+            c.title,
+            c.baseline,
+            tuple(c.variant_names),
+            True,
+            tuple(v["name"] for v in c.definition["variants"] if v.get("ref")),
+            campaign_rules(c.definition).min_effect,
+        )
         for c in Campaign.objects.only("slug", "title", "baseline", "definition")
     ]
     live = {choice.slug for choice in choices}
@@ -160,8 +163,12 @@ def _home_board(
     """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
     references = _references(published)
-    every_line = rank(every_cell, _headlines(campaign), references, variant)
-    lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
+    machines = counted_machines(campaign.slug, LINE_FIELDS, variant_name=variant) if campaign.live else {}
+    every_line = rank(every_cell, _headlines(campaign), references, variant, machines, campaign.followers)
+    lines = [
+        line for line in every_line if not line.control and (not quant_filter or line.quant.lower() == quant_filter)
+    ]
+    controls = [line for line in every_line if line.control]
     batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
     cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]
     # The chosen model's chart; a campaign with no crowd rows yet charts its published rows.
@@ -179,12 +186,14 @@ def _home_board(
         if quant
         else None
     )
-    coverage_rows, other_chips = coverage(c.chip for c in every_cell if c.n_machines)
+    coverage_rows, other_chips = coverage(c.chip for c in every_cell if c.n_machines and not c.control)
     context = {
         "campaign": campaign,
         "variant": variant,
         "model": model,
         "ranking": ranking_rows(lines, batch_sizes),
+        "controls": ranking_rows(controls, batch_sizes),
+        "threshold": threshold_note(campaign.min_effect),
         "quants": sorted({line.quant for line in every_line}),
         "quant": quant_filter,
         "chart": chart,
@@ -213,10 +222,11 @@ def home(request: HttpRequest) -> HttpResponse:
         return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
     campaign = pick_campaign(choices, request.GET.get("campaign"))
     variant = compared_variant(campaign, request.GET.get("variant"))
-    models = model_choices(campaign)
+    cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
+    # The picker counts distinct keys over the campaign's measurements: kept with the cells' version.
+    models = cached_render("models", (campaign,), cells, lambda: model_choices(campaign))
     model = pick_model(models, request.GET.get("model"))
     quant = request.GET.get("quant", "").strip().lower()[:32]
-    cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
         "home",
@@ -244,6 +254,11 @@ class ChipSection:
     campaign: CampaignChoice
     board: list[ChipQuantGroup]
     charts: list[Chart]
+    threshold: str = ""
+
+
+def _backend_note(group: ChipQuantGroup) -> str:
+    return f", {group.control_label}" if group.control else ""
 
 
 def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | None]]:
@@ -264,21 +279,25 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
         references = [ref for ref in every_reference if ref.campaign_slug == campaign.slug]
         if not cells and not references:
             continue
-        board = build_board(cells, references, campaign.baseline, campaign.variants)
+        board = build_board(cells, references, campaign.baseline, campaign.variants, campaign.followers)
         chart_list = [
             Chart(
                 f"tps-{campaign.slug}-{index}",
-                f"{group.model} ({group.quant}): decode throughput per variant",
+                f"{group.model} ({group.quant}){_backend_note(group)}: decode throughput per variant",
                 charts.throughput_figure(
-                    throughput_series([c for c in cells if c.model == group.model], group.quant, campaign.baseline)
-                    + reference_throughput_series(references, group.quant),
-                    f"{group.model} ({group.quant}): decode t/s by batch size",
+                    throughput_series(
+                        [c for c in cells if (c.model_sha256, c.backend) == (group.model_sha256, group.backend)],
+                        group.quant,
+                        campaign.baseline,
+                    )
+                    + ([] if group.control else reference_throughput_series(references, group.quant)),
+                    f"{group.model} ({group.quant}){_backend_note(group)}: decode t/s by batch size",
                 ),
             )
             for index, group in enumerate(board)
             if group.rows
         ]
-        sections.append(ChipSection(campaign, board, chart_list))
+        sections.append(ChipSection(campaign, board, chart_list, threshold_note(campaign.min_effect)))
     html = render_to_string("web/_chip_board.html", {"sections": sections})
     return RenderedBoard(html, any(section.charts for section in sections))
 
@@ -342,8 +361,3 @@ def contributor(request: HttpRequest, handle: str) -> HttpResponse:
         "submissions": page_of(request, submissions.select_related("machine")),
     }
     return render(request, "web/contributor.html", context)
-
-
-@require_safe
-def about(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/about.html", {"page": Page("About and method"), "wheel": wheel.install_line(request)})

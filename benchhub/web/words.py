@@ -1,0 +1,164 @@
+"""The words and numbers a reader sees for a cell or a headline (PROTOCOL.md 5.1, version 3), in
+one place: the verdict words, the effect and range formats, the interval's and the prediction's
+labels, and the ranking's order by evidence.
+
+The shared rules own these (benchhub_protocol.stats: verdict_label, evidence_key, ABOUT_VERDICTS;
+benchhub_protocol.markdown: format_change, format_interval). Where the installed package does not
+carry a name yet, the fallback below stands in, so swapping to the shared one is this file only."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from benchhub_protocol import markdown, stats
+
+FASTER, SLOWER, WITHIN, UNCLEAR, TOO_FEW = "faster", "slower", "within", "unclear", "too few machines"
+DIRECTIONAL = (FASTER, SLOWER)
+RANGE = "range"  # the interval word for the lowest to the highest machine: no confidence claimed
+BACKEND_NAMES = {"metal": "Metal", "cuda": "CUDA", "cpu": "CPU", "vulkan": "Vulkan", "sycl": "SYCL", "hip": "HIP"}
+
+
+def percent(fraction: float) -> str:
+    """0.02 -> "2%", 0.015 -> "1.5%": a campaign's threshold as written in its manifest."""
+    return f"{round(fraction * 100, 2):g}%"
+
+
+def _verdict_label(verdict: str, min_effect: float) -> str:
+    return f"within ±{percent(min_effect)}" if verdict == WITHIN else verdict
+
+
+def _format_change(speedup: float | None) -> str:
+    """+42% for 1.42; effects under 1% with one decimal (+0.4%); zero is "±0%", never "-0%"."""
+    if speedup is None or not math.isfinite(speedup):
+        return "–"
+    change = (speedup - 1.0) * 100
+    tenths = round(change, 1)
+    if tenths == 0:
+        return "±0%"
+    sign = "+" if tenths > 0 else "−"
+    if abs(tenths) < 1:
+        return f"{sign}{abs(tenths):.1f}%"
+    return f"{sign}{abs(round(change))}%"
+
+
+def _format_interval(low: float | None, high: float | None) -> str:
+    """ "+3% to +9%"; a range whose ends print equal is printed once."""
+    first, last = format_change(low), format_change(high)
+    return first if first == last else f"{first} to {last}"
+
+
+_EVIDENCE_ORDER = {FASTER: 0, WITHIN: 1, UNCLEAR: 2, SLOWER: 3, TOO_FEW: 4}
+
+
+def _evidence_key(headline: Any) -> tuple[float, ...]:
+    """Best supported first: faster lines by their lower bound (the bound nearer to 1), then the
+    lines bounded within the threshold, the unclear, the slower (loss nearest 1 first), and lines
+    with too few machines; more machines first among equals. Never the point estimate alone."""
+    verdict = getattr(headline, "verdict", TOO_FEW)
+    low, high = getattr(headline, "ci_low", None), getattr(headline, "ci_high", None)
+    if verdict == SLOWER:
+        bound = -(high if high is not None else 0.0)
+    else:
+        bound = low if low is not None and getattr(headline, "interval", None) not in (None, RANGE) else 0.0
+    return (_EVIDENCE_ORDER.get(verdict, len(_EVIDENCE_ORDER)), -bound, -getattr(headline, "n_machines", 0))
+
+
+_ABOUT_VERDICTS = (
+    "“faster” means the evidence shows a gain for the typical machine of that chip, and a gain of at least "
+    "the campaign's smallest effect worth reporting (2% unless the campaign says otherwise).",
+    "“slower” means the same for a loss of at least that size.",
+    "“within ±2%” means the evidence bounds the change inside plus or minus that threshold: whatever the "
+    "patch does on this chip is too small to be worth reporting.",
+    "“unclear” means there are enough machines but the evidence shows neither a change worth reporting nor "
+    "one bounded within the threshold.",
+    "“too few machines” means there are not yet enough machines for a verdict, and on one chip page the "
+    "verdicts are drawn so that identical code shows any “faster” or “slower” at most 5% of the time.",
+)
+
+verdict_label: Callable[[str, float], str] = getattr(stats, "verdict_label", _verdict_label)
+evidence_key: Callable[[Any], Any] = getattr(stats, "evidence_key", _evidence_key)
+ABOUT_VERDICTS: Sequence[str] = getattr(stats, "ABOUT_VERDICTS", _ABOUT_VERDICTS)
+# markdown.format_change predates the version-3 display rules; format_interval arrives with them.
+_V3_MARKDOWN = hasattr(markdown, "format_interval")
+format_change: Callable[[float | None], str] = markdown.format_change if _V3_MARKDOWN else _format_change
+format_interval: Callable[[float | None, float | None], str] = getattr(markdown, "format_interval", _format_interval)
+
+
+def effect_text(speedup: float | None, verdict: str = "") -> str:
+    """The effect beside its verdict: a verdict never stands beside an effect printed as zero, so a
+    small effect that has one gets the digits that show it (only an exact zero prints "±0%")."""
+    text = format_change(speedup)
+    if verdict and text == "±0%" and speedup is not None and speedup != 1.0:
+        change = (speedup - 1.0) * 100
+        digits = next((d for d in range(2, 9) if round(abs(change), d)), 9)
+        text = f"{'+' if change > 0 else '−'}{abs(change):.{digits}f}%"
+    return text
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def is_confidence(interval: str | None) -> bool:
+    """An interval that claims a confidence ("95%", "95%, page-wise"), as opposed to a range."""
+    return interval is not None and interval != RANGE
+
+
+def interval_note(interval: str | None, low: float | None, high: float | None, n_machines: int) -> str:
+    """What the interval is, in words, with the machines it stands on: "95%, page-wise interval for
+    the typical machine: +1% to +5%, 8 machines"; a range is called a range, never "95%"."""
+    machines = plural(n_machines, "machine")
+    if low is None or high is None or interval is None:
+        return machines
+    if interval == RANGE:
+        return f"range of {machines}: {format_interval(low, high)}"
+    return f"{interval} interval for the typical machine: {format_interval(low, high)}, {machines}"
+
+
+def prediction_note(low: float | None, high: float | None, level: float | None) -> str:
+    """Where one more machine of the chip is expected to fall: "what your Mac will likely see:
+    80% of machines +3% to +9%"; empty when there is no prediction."""
+    if low is None or high is None or not level:
+        return ""
+    return f"what your Mac will likely see: {round(level * 100):g}% of machines {format_interval(low, high)}"
+
+
+def pending_note(n_pending: int) -> str:
+    return f"{plural(n_pending, 'machine')} pending" if n_pending else ""
+
+
+def threshold_note(min_effect: float) -> str:
+    """Shown once near each table: what the verdicts are measured against."""
+    return (
+        f"Verdicts: “faster” or “slower” is a change of at least {percent(min_effect)} that the evidence shows; "
+        f"“within ±{percent(min_effect)}” is a change the evidence bounds inside ±{percent(min_effect)}."
+    )
+
+
+def backend_name(backend: str) -> str:
+    return BACKEND_NAMES.get(backend.lower(), backend)
+
+
+def control_label(backend: str) -> str:
+    return f"control: the patches do not touch {backend_name(backend)}"
+
+
+def short_sha(sha: str, length: int = 7) -> str:
+    return sha[:length]
+
+
+class Named(Protocol):
+    model: str
+    model_sha256: str
+
+
+def model_names(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """sha256 -> the name to show: the display name, with a short sha where two files share it."""
+    by_name: dict[str, set[str]] = {}
+    for name, sha256 in pairs:
+        by_name.setdefault(name, set()).add(sha256)
+    return {
+        sha256: f"{name} · sha256 {short_sha(sha256, 8)}" if len(by_name[name]) > 1 else name for name, sha256 in pairs
+    }

@@ -32,10 +32,11 @@ CSV_SOURCES: tuple[str, ...] = tuple(_MEASUREMENT_SOURCES.get(column, column) fo
 
 def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
     """The extra columns as annotations: one query, streamed; the cell's verdict through its unique key."""
-    cell = LeaderboardCell.objects.filter(
+    # gpu_cores is null off Apple GPUs, and NULL = NULL is not true: compared as the cells' key does.
+    cell = LeaderboardCell.objects.annotate(cores=Coalesce("gpu_cores", -1)).filter(
         campaign=OuterRef("campaign"),
         chip=OuterRef("chip"),
-        gpu_cores=OuterRef("gpu_cores"),
+        cores=Coalesce(OuterRef("gpu_cores"), Value(-1)),
         model_sha256=OuterRef("model_sha256"),
         backend=OuterRef("backend"),
         variant=OuterRef("variant_name"),

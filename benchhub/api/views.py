@@ -252,8 +252,9 @@ class MeasurementsCsvView(MeasurementsView):
     @extend_schema(
         summary="All matching measurements as CSV",
         description=(
-            "The measurements' columns plus the model, the submission's date and demo flag, whether the variant's "
-            "output was degenerate, and its cell's verdict and interval kind; t/s rounded to 2 decimals (what "
+            "The measurements' columns plus the model, the machine (its key's keyid: a machine is a key), the "
+            "submission's date and demo flag, whether the variant's output was degenerate, and its own cell's "
+            "verdict, interval words, min_effect and control flag; t/s rounded to 2 decimals (what "
             "llama-batched-bench prints), speedups to 4 (docs/api.md)."
         ),
         parameters=filters.parameters(*MEASUREMENT_FILTERS),

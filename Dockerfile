@@ -8,7 +8,10 @@ COPY protocol/ protocol/
 COPY agent/ agent/
 COPY pyproject.toml manage.py ./
 COPY benchhub/ benchhub/
-RUN pip install ./protocol . && useradd --system --home /app benchhub
+# PyICU (TR39 skeletons of handles, benchhub/accounts/names.py) builds against the system's ICU.
+RUN apt-get update && apt-get install -y --no-install-recommends g++ pkg-config libicu-dev \
+    && pip install ./protocol . && useradd --system --home /app benchhub \
+    && apt-get purge -y g++ && rm -rf /var/lib/apt/lists/*
 
 COPY templates/ templates/
 COPY static/ static/

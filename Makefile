@@ -17,6 +17,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml protocol/pyproject.toml
+	pkg-config --exists icu-uc 2>/dev/null || scripts/system-deps.sh  # PyICU builds against the system's ICU
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ./protocol -e ./agent -e '.[dev]'
 	touch $@

@@ -125,6 +125,11 @@ def _ensure_registered(server: str, handle: str | None, interactive: bool, force
     known = keys.registered_handle(dirs, server, signer.keyid)
     if known and not handle and not force:
         return
+    moved = None if known else keys.handle_of_previous_key(dirs, server)
+    if moved is not None:  # a new key for new hardware: linked to the handle by the key it replaced
+        linked = keys.register(dirs, server, moved[0], signer, moved[1])
+        click.echo(printable(f"Linked this machine's new key {signer.keyid[:16]}… to {linked} on {server}."), err=True)
+        return
     handle = handle or known
     if not handle:
         if not interactive:
@@ -252,6 +257,7 @@ def run(
         label=label,
     )
     done = pipeline.run(options, plan, dirs, progress)
+    signer = keys.for_machine(dirs, done.payload["machine"], _say)  # a key is one machine
     body = result.signed_bytes(done.payload, signer)
     write_atomic(done.envelope_path, body)
     if out:

@@ -20,13 +20,13 @@ class ApiError(exceptions.APIException):
         self.status_code = http_status
         self.code = code
         self.field = field
-        self.extra = extra
+        self.extra = extra  # more for a client to act on: the refused value, the known ones
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"error": self.code, "detail": str(self.detail), **self.extra}
         if self.field:
             body["field"] = self.field
-        return body
+        return body | self.extra
 
 
 def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from django.urls import reverse
 from rest_framework import serializers
 
+from benchhub.results import moderation
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
 from benchhub.web.models import ReferenceRow
 
@@ -115,7 +116,7 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
     model = serializers.SerializerMethodField()
     envelope_url = serializers.SerializerMethodField()
     state = serializers.CharField(read_only=True, help_text="counted, hidden (see state_reason) or withdrawn")
-    state_reason = serializers.CharField(read_only=True)
+    state_reason = serializers.SerializerMethodField(help_text="why; a moderator's reason stays beside a withdrawal")
 
     class Meta:
         model = Submission
@@ -140,6 +141,9 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
             "thermal",
             "envelope_url",
         )
+
+    def get_state_reason(self, submission: Submission) -> str:
+        return moderation.public_reason(submission)
 
     def get_machine(self, submission: Submission) -> dict[str, Any]:
         m = submission.machine

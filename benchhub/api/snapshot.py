@@ -14,6 +14,7 @@ from benchhub_protocol.envelope import b64encode
 from django.utils import timezone
 
 from benchhub.accounts.models import Contributor
+from benchhub.results import moderation
 from benchhub.results.models import Campaign, Submission
 
 CELLS_VERSION = 2
@@ -42,7 +43,7 @@ def records(manifest_of: Callable[[Campaign], dict[str, Any]]) -> Iterator[bytes
                 "contributor": submission.contributor.handle,
                 "envelope": bytes(submission.raw.body).decode("utf-8"),
                 "state": submission.state,
-                "reason": submission.state_reason,
+                "reason": moderation.public_reason(submission),
                 "withdrawn_at": submission.withdrawn_at.isoformat() if submission.withdrawn_at else None,
                 "withdrawal": bytes(submission.withdrawal).decode("utf-8") if submission.withdrawal else None,
             }

@@ -135,29 +135,27 @@ class LeaderboardView(APIView):
         ],
     )
     def get(self, request: Request) -> HttpResponse:
-        filters.reject_unknown(request.query_params, {"campaign", "format", *CELL_FILTERS})
-        slug = filters.text(request.query_params, "campaign")
+        params = request.query_params
+        filters.reject_unknown(params, {"campaign", "format", *CELL_FILTERS})
+        slug = filters.text(params, "campaign")
         if not slug:
             raise ApiError(400, "missing_parameter", "The campaign parameter is required.", "campaign")
-        campaign = get_object_or_404(Campaign, slug=slug)
-        cells = filters.apply(
-            LeaderboardCell.objects.filter(campaign=campaign),
-            request.query_params,
-            CELL_FILTERS,
-            also_known=("campaign", "format"),
-        )
-        return HttpResponse(leaderboard_json(campaign, cells, request.query_params), content_type="application/json")
+        campaign = Campaign.objects.filter(slug=slug).first()
+        if campaign is None:
+            raise filters.unknown_value("campaign", slug, sorted(Campaign.objects.values_list("slug", flat=True)))
+        conditions = filters.recognised(params, CELL_FILTERS, filters.Known(campaign))
+        cells = LeaderboardCell.objects.filter(campaign=campaign, **conditions)
+        return HttpResponse(leaderboard_json(campaign, cells, conditions), content_type="application/json")
 
 
 LEADERBOARD_FIELDS = serializers.LeaderboardRowSerializer.Meta.fields
 
 
-def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], params: Mapping[str, str]) -> bytes:
+def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], conditions: Mapping[str, Any]) -> bytes:
     """Thousands of rows per campaign: read as tuples, not model instances, rendered once per
     version of the cells and at most once per staleness bound while they keep changing (readcache),
     so the board is never more than the bound behind the cells and an unchanged one costs two small
-    queries."""
-    filtered = sorted((name, params[name]) for name in CELL_FILTERS if params.get(name))
+    queries. Keyed by the recognised filter values in their stored spelling, never by raw text."""
 
     def render() -> bytes:
         ordered = cells.order_by("chip", "gpu_cores", "model_sha256", "backend", "batch_size", "variant", "commit")
@@ -166,7 +164,7 @@ def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], param
         ]
         return JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
 
-    return cached_render("leaderboard", (campaign.pk, filtered), cells, render)
+    return cached_render("leaderboard", (campaign.pk, sorted(conditions.items())), cells, render)
 
 
 class CampaignListView(APIView):

@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from benchhub.accounts import names
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
@@ -264,6 +265,7 @@ def submission_row(
 
 
 def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
+    names.claim_chip(payload["machine"]["chip"])  # one spelling per chip slug (issue 30)
     model_file = storage.model_file_row(payload["model"])
     machine = storage.machine_row(payload["machine"])
     submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file)

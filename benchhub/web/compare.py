@@ -19,6 +19,7 @@ from benchhub.web.pages import Chart, Page, submission_series
 from benchhub.web.series import speedup_series
 from benchhub.web.views import (
     CampaignChoice,
+    UnknownFilter,
     campaign_choices,
     cell_rows,
     chips_by_slug,
@@ -144,6 +145,13 @@ def _picker(chips: dict[str, tuple[str, int | None]], source: str) -> list[Submi
 
 @require_safe
 def compare(request: HttpRequest) -> HttpResponse:
+    try:
+        return _compare(request)
+    except UnknownFilter as unknown:
+        return unknown.response(request)
+
+
+def _compare(request: HttpRequest) -> HttpResponse:
     choices = campaign_choices()
     chips = chips_by_slug(with_published=False)  # the comparison reads crowd cells only
     a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from statistics import geometric_mean
 from typing import NamedTuple
 
+from benchhub_protocol import stats
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -36,7 +37,7 @@ HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step run
 
 class HeadlineRow(NamedTuple):
     """A stored results.models.Headline: per machine the geometric mean over the campaign's BS 2–8,
-    then the median over machines, with the interval rules of a cell."""
+    then the typical machine's figure with its interval, prediction and verdict (stats.page_stats)."""
 
     chip: str
     gpu_cores: int | None
@@ -59,8 +60,8 @@ class HeadlineRow(NamedTuple):
 
 @dataclass(frozen=True)
 class Headline:
-    """The geometric-mean speedup over BS 2–8 of a line: for crowd lines the median over machines
-    of each machine's geometric mean, with its interval; for published lines the geometric mean of
+    """The geometric-mean speedup over BS 2–8 of a line: for crowd lines the typical machine's
+    figure over each machine's geometric mean, with its interval; for published lines the geometric mean of
     the published speedups, with none."""
 
     speedup: float
@@ -115,6 +116,11 @@ def stored_headline(row: HeadlineRow | None) -> Headline | None:
         row.predict_high,
         row.predict_level,
     )
+
+
+def as_stats(row: HeadlineRow) -> stats.HeadlineStats:
+    """A stored headline as the shared rules read it (evidence_key)."""
+    return stats.HeadlineStats(**{name: getattr(row, name) for name in stats.HeadlineStats.__dataclass_fields__})
 
 
 def verdict_summary(cells: Sequence[CellRow]) -> str:
@@ -237,7 +243,7 @@ def rank(
                 control=group[0].control,
                 n_machines=(machines or {}).get(key, max(c.n_machines for c in group)),
                 n_pending=max(c.n_pending for c in group),
-                evidence=tuple(evidence_key(row)) if row is not None and found else (99,),
+                evidence=tuple(evidence_key(as_stats(row))) if row is not None and found else (99,),
             )
         )
     published: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)

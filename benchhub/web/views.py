@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
-from benchhub.accounts.models import Contributor
+from benchhub.accounts.models import ChipName, Contributor
 from benchhub.results.campaigns import DEFAULT_MIN_EFFECT, campaign_rules
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
@@ -75,7 +75,22 @@ def model_choices(campaign: CampaignChoice) -> list[ModelChoice]:
 
 
 def pick_model(choices: list[ModelChoice], sha256: str | None) -> ModelChoice | None:
-    return next((choice for choice in choices if choice.sha256 == sha256), choices[0] if choices else None)
+    found = next((choice for choice in choices if choice.sha256 == sha256), None)
+    if sha256 and found is None:
+        raise UnknownFilter("model", sha256, [choice.sha256 for choice in choices])
+    return found or (choices[0] if choices else None)
+
+
+def pick_quant(campaign: CampaignChoice, requested: str) -> str:
+    """The quant filter of the ranking, lowercased as the board compares it; one of the campaign's."""
+    if not requested:
+        return ""
+    known = set(ReferenceRow.objects.filter(campaign_slug=campaign.slug).values_list("quant", flat=True))
+    if campaign.live:
+        known |= set(LeaderboardCell.objects.filter(campaign__slug=campaign.slug).values_list("quant", flat=True))
+    if requested.lower() not in {quant.lower() for quant in known}:
+        raise UnknownFilter("quant", requested, sorted(known))
+    return requested.lower()
 
 
 def campaign_choices() -> list[CampaignChoice]:
@@ -103,12 +118,25 @@ def campaign_choices() -> list[CampaignChoice]:
     return sorted(choices, key=lambda c: (c.slug != FIRST_CAMPAIGN, not c.live, c.slug))
 
 
+class UnknownFilter(Exception):
+    """A filter value the page does not know (issues 30 and 33): answered with 400, never a default
+    board, and never a cache entry of its own."""
+
+    def __init__(self, field: str, value: str, known: list[str]) -> None:
+        super().__init__(f"unknown {field} {value!r}")
+        self.field, self.value, self.known = field, value, known
+
+    def response(self, request: HttpRequest) -> HttpResponse:
+        context = {"page": Page(f"Unknown {self.field}"), "field": self.field, "value": self.value}
+        return render(request, "web/bad_filter.html", context | {"known": self.known[:50]}, status=400)
+
+
 def pick_campaign(choices: list[CampaignChoice], slug: str | None) -> CampaignChoice:
     for choice in choices:
         if choice.slug == slug:
             return choice
     if slug:
-        raise Http404("No such campaign.")
+        raise UnknownFilter("campaign", slug, [choice.slug for choice in choices])
     return choices[0]
 
 
@@ -116,6 +144,8 @@ def compared_variant(campaign: CampaignChoice, requested: str | None) -> str:
     candidates = [name for name in campaign.variants if name != campaign.baseline]
     if requested in candidates:
         return str(requested)
+    if requested:
+        raise UnknownFilter("variant", requested, candidates)
     return candidates[0] if candidates else campaign.baseline
 
 
@@ -217,6 +247,13 @@ def _campaign_markdown(request: HttpRequest, campaign: CampaignChoice, variant: 
 
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
+    try:
+        return _home(request)
+    except UnknownFilter as unknown:
+        return unknown.response(request)
+
+
+def _home(request: HttpRequest) -> HttpResponse:
     choices = campaign_choices()
     if not choices:
         return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
@@ -226,7 +263,7 @@ def home(request: HttpRequest) -> HttpResponse:
     # The picker counts distinct keys over the campaign's measurements: kept with the cells' version.
     models = cached_render("models", (campaign,), cells, lambda: model_choices(campaign))
     model = pick_model(models, request.GET.get("model"))
-    quant = request.GET.get("quant", "").strip().lower()[:32]
+    quant = pick_quant(campaign, request.GET.get("quant", "").strip())
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
         "home",
@@ -268,7 +305,13 @@ def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | Non
     known = set(LeaderboardCell.objects.order_by().values_list("chip", "gpu_cores").distinct())
     if with_published:
         known |= set(ReferenceRow.objects.order_by().values_list("chip", "gpu_cores").distinct())
-    return {chip_slug(chip, cores): (chip, cores) for chip, cores in known}
+    # Ingest gives each slug one spelling (accounts.names); where older rows still spell one chip
+    # two ways, the registered spelling takes the page, then the first in order: never by chance.
+    registered = set(ChipName.objects.values_list("name", flat=True))
+    found: dict[str, tuple[str, int | None]] = {}
+    for chip, cores in sorted(known, key=lambda item: (item[0] not in registered, item[0], item[1] or 0)):
+        found.setdefault(chip_slug(chip, cores), (chip, cores))
+    return found
 
 
 def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], published: PublishedRows) -> RenderedBoard:

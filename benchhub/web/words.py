@@ -3,14 +3,14 @@ one place: the verdict words, the effect and range formats, the interval's and t
 labels, and the ranking's order by evidence.
 
 The shared rules own these (benchhub_protocol.stats: verdict_label, evidence_key, ABOUT_VERDICTS;
-benchhub_protocol.markdown: format_change, format_interval). Where the installed package does not
-carry a name yet, the fallback below stands in, so swapping to the shared one is this file only."""
+benchhub_protocol.markdown: format_change, format_interval). The display formats are not in the
+markdown module yet: until format_interval lands there, the fallbacks below stand in, so swapping
+to the shared ones is this file only."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
 
 from benchhub_protocol import markdown, stats
 
@@ -23,10 +23,6 @@ BACKEND_NAMES = {"metal": "Metal", "cuda": "CUDA", "cpu": "CPU", "vulkan": "Vulk
 def percent(fraction: float) -> str:
     """0.02 -> "2%", 0.015 -> "1.5%": a campaign's threshold as written in its manifest."""
     return f"{round(fraction * 100, 2):g}%"
-
-
-def _verdict_label(verdict: str, min_effect: float) -> str:
-    return f"within ±{percent(min_effect)}" if verdict == WITHIN else verdict
 
 
 def _format_change(speedup: float | None) -> str:
@@ -49,37 +45,10 @@ def _format_interval(low: float | None, high: float | None) -> str:
     return first if first == last else f"{first} to {last}"
 
 
-_EVIDENCE_ORDER = {FASTER: 0, WITHIN: 1, UNCLEAR: 2, SLOWER: 3, TOO_FEW: 4}
+verdict_label = stats.verdict_label  # "within" names its threshold: "within ±2%"
+evidence_key = stats.evidence_key  # the ranking's order: what the data support, not the point estimate
+ABOUT_VERDICTS: str = stats.ABOUT_VERDICTS  # the About page's five sentences
 
-
-def _evidence_key(headline: Any) -> tuple[float, ...]:
-    """Best supported first: faster lines by their lower bound (the bound nearer to 1), then the
-    lines bounded within the threshold, the unclear, the slower (loss nearest 1 first), and lines
-    with too few machines; more machines first among equals. Never the point estimate alone."""
-    verdict = getattr(headline, "verdict", TOO_FEW)
-    low, high = getattr(headline, "ci_low", None), getattr(headline, "ci_high", None)
-    if verdict == SLOWER:
-        bound = -(high if high is not None else 0.0)
-    else:
-        bound = low if low is not None and getattr(headline, "interval", None) not in (None, RANGE) else 0.0
-    return (_EVIDENCE_ORDER.get(verdict, len(_EVIDENCE_ORDER)), -bound, -getattr(headline, "n_machines", 0))
-
-
-_ABOUT_VERDICTS = (
-    "“faster” means the evidence shows a gain for the typical machine of that chip, and a gain of at least "
-    "the campaign's smallest effect worth reporting (2% unless the campaign says otherwise).",
-    "“slower” means the same for a loss of at least that size.",
-    "“within ±2%” means the evidence bounds the change inside plus or minus that threshold: whatever the "
-    "patch does on this chip is too small to be worth reporting.",
-    "“unclear” means there are enough machines but the evidence shows neither a change worth reporting nor "
-    "one bounded within the threshold.",
-    "“too few machines” means there are not yet enough machines for a verdict, and on one chip page the "
-    "verdicts are drawn so that identical code shows any “faster” or “slower” at most 5% of the time.",
-)
-
-verdict_label: Callable[[str, float], str] = getattr(stats, "verdict_label", _verdict_label)
-evidence_key: Callable[[Any], Any] = getattr(stats, "evidence_key", _evidence_key)
-ABOUT_VERDICTS: Sequence[str] = getattr(stats, "ABOUT_VERDICTS", _ABOUT_VERDICTS)
 # markdown.format_change predates the version-3 display rules; format_interval arrives with them.
 _V3_MARKDOWN = hasattr(markdown, "format_interval")
 format_change: Callable[[float | None], str] = markdown.format_change if _V3_MARKDOWN else _format_change
@@ -147,11 +116,6 @@ def control_label(backend: str) -> str:
 
 def short_sha(sha: str, length: int = 7) -> str:
     return sha[:length]
-
-
-class Named(Protocol):
-    model: str
-    model_sha256: str
 
 
 def model_names(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:

@@ -73,13 +73,22 @@ def _interval(cells: Sequence[Cell]) -> str:
     ranges = [cell for cell in cells if cell.interval == "range"]
     if ranges:
         words.append(f"range of {_machines(ranges)}")
-    if any(cell.interval is None for cell in cells):
-        words.append("none (1 machine)")
+    without = [cell for cell in cells if cell.interval is None]
+    if without:
+        words.append(f"none ({_machines(without)})")
     return " / ".join(words) or "–"
 
 
+# The characters that open links, images, HTML, entities, code, emphasis and table cells,
+# backslash-escaped: a label is contributor text, shown as written and never as a link or an image
+# ("_" stays: within a word, as in Q4_K_M, it opens nothing). "://" and "www." are broken too, so
+# GitHub does not make a bare URL a link.
+_MARKUP = str.maketrans({char: "\\" + char for char in "\\`*[]<>|~&"})
+
+
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    escaped = " ".join(text.splitlines()).translate(_MARKUP)
+    return escaped.replace("://", ":\\/\\/").replace("www.", "www\\.")
 
 
 def _value(cell: Cell) -> str:

@@ -1,11 +1,17 @@
-"""Pure statistics for the leaderboard (no ORM, no Django): PROTOCOL.md section 5.1.
+"""Pure statistics for the leaderboard (no ORM, no Django): PROTOCOL.md section 5.1, cells version 3.
 
 Inside one submission, rounds pair a variant with its baseline: the submission's speedup at a
-batch size is the median over rounds of (variant / baseline in the same round). Across
-submissions the unit of replication is the machine: each machine's value is the median of its
-submissions', and a cell reports medians over machines with an interval that says what it is: a
-distribution-free 95% interval of the median from order statistics once six machines agree to
-give one, the min-max range below that, nothing for one machine.
+batch size is the median over rounds of (variant / baseline in the same round). A machine is a
+signing key; its value in a cell is the median of its submissions'. Across machines everything is
+done on logs, because the noise and the effects are multiplicative:
+
+- `speedup` is the geometric mean of the machines' values (the typical machine's ratio);
+- [`ci_low`, `ci_high`] is a Student t interval for it, Bonferroni-adjusted over every interval of
+  the page (cells of every variant and the headlines), so that all of them hold at once with 95%;
+- [`predict_low`, `predict_high`] is an 80% t prediction interval for one more machine;
+- the verdict follows the page-wise interval and the smallest effect worth reporting.
+
+docs/method.md gives the reasons and `python -m bench validity` the simulation that checks them.
 """
 
 from __future__ import annotations
@@ -14,12 +20,31 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import lru_cache
 
-CONFIDENCE = 0.95
-# Fewer machines than this cannot give a 95% order-statistic interval of the median (2^(1-n) > 5%).
-MIN_MACHINES_FOR_INTERVAL = 6
+VERDICTS = ("faster", "slower", "within", "unclear", "too few machines")
+CONFIDENCE = 0.95  # page-wise: every interval of a page holds at once with this probability
+INTERVAL_LABEL = "95%, page-wise"
+PREDICT_LEVEL = 0.8  # where one more machine falls, per cell
+# Below 3 machines a t interval has one degree of freedom and an adjusted quantile in the hundreds.
+MIN_MACHINES = 3
+# A verdict needs an effect that prints as non-zero (format_change shows one decimal under 1%),
+# whatever a campaign sets as its min_effect.
+EFFECT_FLOOR = 0.001
+
+ABOUT_VERDICTS = (
+    "Each cell compares a patched build with the baseline on the same machine, and its number is "
+    "the typical machine's change: the geometric mean over machines, where a machine is one signing key. "
+    "The interval beside it is 95% page-wise: all the intervals on one chip page hold together 95% of "
+    'the time, so identical code shows a "faster" or "slower" somewhere on the page at most 5% of the time. '
+    '"faster" or "slower" means that interval excludes no change and the change itself is at least the '
+    'campaign\'s smallest effect worth reporting (2% unless the campaign says otherwise); "within ±2%" means '
+    "the whole interval lies inside that threshold, so any change is too small to matter. "
+    '"unclear" means neither holds yet and more machines would settle it, and "too few machines" means '
+    "fewer than 3 machines, too few for an interval at all. "
+    'The range marked "your Mac" is different: it is where 80% of new machines of that chip will land, '
+    "wider than the interval because machines differ from one another."
+)
 
 
 def median(values: Sequence[float]) -> float:
@@ -30,23 +55,6 @@ def median(values: Sequence[float]) -> float:
     if len(ordered) % 2:
         return float(ordered[middle])
     return (ordered[middle - 1] + ordered[middle]) / 2
-
-
-@lru_cache(maxsize=4096)
-def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
-    """1-based ranks (k, n - k + 1) of the order statistics bounding a distribution-free interval
-    of the median: k is the largest k <= n // 2 with 2 P(B <= k - 1) <= 1 - confidence,
-    B ~ Binomial(n, 1/2), summed with exact integers. None where no k qualifies (n < 6 at 95%)."""
-    alpha = 1 - Fraction(str(confidence))
-    best = None
-    cumulative = 0
-    for k in range(1, n // 2 + 1):
-        cumulative += math.comb(n, k - 1)
-        if 2 * cumulative * alpha.denominator <= alpha.numerator * 2**n:
-            best = k
-        else:
-            break
-    return None if best is None else (best, n - best + 1)
 
 
 @dataclass(frozen=True)
@@ -82,12 +90,74 @@ def _usable(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+# --- Student t quantiles, from the regularized incomplete beta function (no SciPy on either side).
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        for numerator in (even, odd):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return result
+
+
+def _beta_regularized(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_upper_tail(t: float, df: int) -> float:
+    """P(T > t) for Student's t with df degrees of freedom, t >= 0."""
+    return 0.5 * _beta_regularized(df / 2.0, 0.5, df / (df + t * t))
+
+
+@lru_cache(maxsize=4096)
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t (p > 0.5), by bisection on the upper tail to double precision."""
+    if not 0.5 < p < 1.0 or df < 1:
+        raise ValueError("t_quantile takes 0.5 < p < 1 and df >= 1")
+    tail = 1.0 - p
+    low, high = 0.0, 1.0
+    while t_upper_tail(high, df) > tail:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        if t_upper_tail(middle, df) > tail:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+# --- Cells, headlines and the page.
+
+
 @dataclass(frozen=True)
 class Row:
     """What a cell reads of one submission: whose machine it ran on and its paired numbers."""
 
-    machine: Hashable
-    contributor: Hashable
+    machine: Hashable  # the signing key: a machine is a key
+    contributor: Hashable  # the handle
     speedup: float
     baseline_tg_tps: float
 
@@ -97,71 +167,16 @@ class CellStats:
     baseline_tg_tps: float | None
     tg_tps: float | None
     speedup: float | None
-    interval: str | None  # "95%", "range" or None
+    interval: str | None  # INTERVAL_LABEL, or None below MIN_MACHINES
     ci_low: float | None
     ci_high: float | None
+    predict_low: float | None
+    predict_high: float | None
+    predict_level: float | None
     verdict: str
     n_machines: int
     n_submissions: int
     n_contributors: int
-    predict_low: float | None = None
-    predict_high: float | None = None
-    predict_level: float | None = None
-
-
-def cell_stats(rows: Iterable[Row]) -> CellStats:
-    """Medians over machines of each machine's median, and the interval of the median speedup."""
-    speedups: dict[Hashable, list[float]] = defaultdict(list)
-    baselines: dict[Hashable, list[float]] = defaultdict(list)
-    contributors = set()
-    n_submissions = 0
-    for row in rows:
-        if not (_usable(row.speedup) and _usable(row.baseline_tg_tps)):
-            continue  # never reached through ingest's bounds; a stored oddity must not poison the cell
-        speedups[row.machine].append(row.speedup)
-        baselines[row.machine].append(row.baseline_tg_tps)
-        contributors.add(row.contributor)
-        n_submissions += 1
-    n = len(speedups)
-    if n == 0:
-        return CellStats(None, None, None, None, None, None, "too few machines", 0, 0, 0)
-    machine_speedups = sorted(median(values) for values in speedups.values())
-    speedup = median(machine_speedups)
-    baseline = median([median(values) for values in baselines.values()])
-    interval, low, high = _interval(machine_speedups)
-    return CellStats(
-        baseline_tg_tps=baseline,
-        tg_tps=baseline * speedup,
-        speedup=speedup,
-        interval=interval,
-        ci_low=low,
-        ci_high=high,
-        verdict=verdict(interval, low, high),
-        n_machines=n,
-        n_submissions=n_submissions,
-        n_contributors=len(contributors),
-    )
-
-
-def _interval(ordered: Sequence[float]) -> tuple[str | None, float | None, float | None]:
-    n = len(ordered)
-    if n >= MIN_MACHINES_FOR_INTERVAL:
-        ranks = median_interval_ranks(n)
-        if ranks is not None:
-            return "95%", ordered[ranks[0] - 1], ordered[ranks[1] - 1]
-    if n >= 2:
-        return "range", ordered[0], ordered[-1]
-    return None, None, None
-
-
-def verdict(interval: str | None, low: float | None, high: float | None) -> str:
-    if interval != "95%" or low is None or high is None:
-        return "too few machines"
-    if low > 1:
-        return "faster"
-    if high < 1:
-        return "slower"
-    return "no clear change"
 
 
 @dataclass(frozen=True)
@@ -170,46 +185,194 @@ class HeadlineStats:
     interval: str | None
     ci_low: float | None
     ci_high: float | None
+    predict_low: float | None
+    predict_high: float | None
+    predict_level: float | None
     verdict: str
     n_machines: int
-    predict_low: float | None = None
-    predict_high: float | None = None
-    predict_level: float | None = None
 
 
 @dataclass(frozen=True)
 class PageStats:
-    cells: dict[tuple[str, str, int], CellStats]
-    headlines: dict[tuple[str, str], HeadlineStats]
+    cells: dict[tuple[str, str, int], CellStats]  # key (variant, commit, batch_size)
+    headlines: dict[tuple[str, str], HeadlineStats]  # key (variant, commit)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The logs of the machines' values, summarised: what the intervals are built from."""
+
+    n: int
+    mean: float  # mean of the logs: exp(mean) is the geometric mean, the typical machine's ratio
+    sd: float  # their sample standard deviation (0 for one machine)
+
+
+def estimate(values: Sequence[float]) -> Estimate:
+    logs = [math.log(value) for value in values]
+    n = len(logs)
+    mean = math.fsum(logs) / n
+    sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
+    return Estimate(n, mean, sd)
+
+
+def confidence_bounds(found: Estimate, n_tests: int) -> tuple[float, float]:
+    """Two-sided t interval of exp(mean log) at level 1 - (1 - CONFIDENCE) / n_tests (Bonferroni)."""
+    quantile = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), found.n - 1)
+    half = quantile * found.sd / math.sqrt(found.n)
+    return math.exp(found.mean - half), math.exp(found.mean + half)
+
+
+def prediction_bounds(found: Estimate) -> tuple[float, float]:
+    """Where one more machine's value falls with probability PREDICT_LEVEL (t prediction interval)."""
+    quantile = t_quantile(0.5 + PREDICT_LEVEL / 2, found.n - 1)
+    half = quantile * found.sd * math.sqrt(1.0 + 1.0 / found.n)
+    return math.exp(found.mean - half), math.exp(found.mean + half)
+
+
+def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
+    """The verdict from the page-wise interval [low, high] and the estimate itself."""
+    threshold = max(min_effect, EFFECT_FLOOR)
+    if low > 1.0 and speedup >= 1.0 + threshold:
+        return "faster"
+    if high < 1.0 and speedup <= 1.0 - threshold:
+        return "slower"
+    if low >= 1.0 - threshold and high <= 1.0 + threshold:
+        return "within"
+    return "unclear"
+
+
+@dataclass(frozen=True)
+class _Judged:
+    speedup: float | None
+    interval: str | None
+    ci_low: float | None
+    ci_high: float | None
+    predict_low: float | None
+    predict_high: float | None
+    predict_level: float | None
+    verdict: str
+
+
+def _judge(found: Estimate | None, n_tests: int, min_effect: float) -> _Judged:
+    if found is None:
+        return _Judged(None, None, None, None, None, None, None, "too few machines")
+    speedup = math.exp(found.mean)
+    if found.n < MIN_MACHINES:
+        return _Judged(speedup, None, None, None, None, None, None, "too few machines")
+    low, high = confidence_bounds(found, n_tests)
+    predict_low, predict_high = prediction_bounds(found)
+    return _Judged(
+        speedup,
+        INTERVAL_LABEL,
+        low,
+        high,
+        predict_low,
+        predict_high,
+        PREDICT_LEVEL,
+        decide(speedup, low, high, min_effect),
+    )
+
+
+def _geometric_mean(values: Sequence[float]) -> float:
+    return math.exp(math.fsum(math.log(value) for value in values) / len(values))
 
 
 def page_stats(
     cells: Mapping[tuple[str, str, int], Iterable[Row]], *, headline_sizes: Sequence[int], min_effect: float
 ) -> PageStats:
-    """Every cell of one page and each (variant, commit)'s headline.
-    INTERIM: the v2 rules per cell; the page-wise v3 method replaces this."""
-    found = {}
-    by_machine: dict[tuple[str, str], dict[Hashable, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(dict))
-    for (variant, commit, batch_size), rows in cells.items():
-        rows = list(rows)
-        found[(variant, commit, batch_size)] = cell_stats(rows)
+    """Every cell of one page (one campaign, chip, GPU cores, model file and backend; the baseline's
+    cells are not passed) and each (variant, commit)'s headline, with one Bonferroni family: every
+    cell and headline that has an interval."""
+    machine_values: dict[tuple[str, str, int], dict[Hashable, float]] = {}
+    baselines: dict[tuple[str, str, int], list[float]] = {}
+    counts: dict[tuple[str, str, int], tuple[int, int]] = {}
+    for key, rows in cells.items():
+        speedups: dict[Hashable, list[float]] = defaultdict(list)
+        baseline_by_machine: dict[Hashable, list[float]] = defaultdict(list)
+        contributors = set()
+        n_submissions = 0
         for row in rows:
-            by_machine[(variant, commit)][row.machine].setdefault(batch_size, []).append(row.speedup)
-    headlines = {key: headline_stats(machines.values(), headline_sizes) for key, machines in by_machine.items()}
-    return PageStats(found, headlines)
+            if not (_usable(row.speedup) and _usable(row.baseline_tg_tps)):
+                continue  # never reached through ingest's bounds; a stored oddity must not poison the cell
+            speedups[row.machine].append(row.speedup)
+            baseline_by_machine[row.machine].append(row.baseline_tg_tps)
+            contributors.add(row.contributor)
+            n_submissions += 1
+        machine_values[key] = {machine: median(values) for machine, values in speedups.items()}
+        baselines[key] = [median(values) for values in baseline_by_machine.values()]
+        counts[key] = (n_submissions, len(contributors))
+
+    headline_values: dict[tuple[str, str], list[float]] = {}
+    for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells}):
+        by_size = [machine_values.get((variant, commit, size), {}) for size in headline_sizes]
+        # A machine missing one of the sizes is left out: its mean would be over other sizes.
+        complete = set.intersection(*(set(values) for values in by_size)) if by_size else set()
+        headline_values[(variant, commit)] = [
+            _geometric_mean([values[machine] for values in by_size]) for machine in sorted(complete, key=repr)
+        ]
+
+    cell_estimates = {
+        key: estimate(list(values.values())) if values else None for key, values in machine_values.items()
+    }
+    headline_estimates = {key: estimate(values) if values else None for key, values in headline_values.items()}
+    n_tests = sum(
+        1 for found in (*cell_estimates.values(), *headline_estimates.values()) if found and found.n >= MIN_MACHINES
+    )
+    n_tests = max(n_tests, 1)
+
+    found_cells = {}
+    for key, found in cell_estimates.items():
+        judged = _judge(found, n_tests, min_effect)
+        baseline = _geometric_mean(baselines[key]) if baselines[key] else None
+        n_submissions, n_contributors = counts[key]
+        found_cells[key] = CellStats(
+            baseline_tg_tps=baseline,
+            tg_tps=None if baseline is None or judged.speedup is None else baseline * judged.speedup,
+            speedup=judged.speedup,
+            interval=judged.interval,
+            ci_low=judged.ci_low,
+            ci_high=judged.ci_high,
+            predict_low=judged.predict_low,
+            predict_high=judged.predict_high,
+            predict_level=judged.predict_level,
+            verdict=judged.verdict,
+            n_machines=found.n if found else 0,
+            n_submissions=n_submissions,
+            n_contributors=n_contributors,
+        )
+    headlines = {}
+    for pair, found in headline_estimates.items():
+        judged = _judge(found, n_tests, min_effect)
+        headlines[pair] = HeadlineStats(
+            speedup=judged.speedup,
+            interval=judged.interval,
+            ci_low=judged.ci_low,
+            ci_high=judged.ci_high,
+            predict_low=judged.predict_low,
+            predict_high=judged.predict_high,
+            predict_level=judged.predict_level,
+            verdict=judged.verdict,
+            n_machines=found.n if found else 0,
+        )
+    return PageStats(found_cells, headlines)
 
 
-def headline_stats(machines: Iterable[dict[int, list[float]]], batch_sizes: Sequence[int]) -> HeadlineStats:
-    """Per machine (its speedups by batch size), the geometric mean over `batch_sizes` of its median
-    at each; machines missing one of them are left out. Then the median over machines, with the
-    cell's interval and verdict rules."""
-    values = []
-    for by_size in machines:
-        medians = [median(by_size[size]) for size in batch_sizes if by_size.get(size)]
-        if batch_sizes and len(medians) == len(batch_sizes) and all(_usable(value) for value in medians):
-            values.append(math.exp(sum(math.log(value) for value in medians) / len(medians)))
-    if not values:
-        return HeadlineStats(None, None, None, None, "too few machines", 0)
-    ordered = sorted(values)
-    interval, low, high = _interval(ordered)
-    return HeadlineStats(median(ordered), interval, low, high, verdict(interval, low, high), len(ordered))
+def verdict_label(verdict: str, min_effect: float) -> str:
+    """The verdict as pages write it: "within" names its threshold ("within ±2%")."""
+    if verdict != "within":
+        return verdict
+    percent = max(min_effect, EFFECT_FLOOR) * 100
+    text = f"{percent:.0f}" if abs(percent - round(percent)) < 1e-9 else f"{percent:.1f}"
+    return f"within ±{text}%"
+
+
+_EVIDENCE_ORDER = {"faster": 0, "unclear": 1, "within": 2, "slower": 3, "too few machines": 4}
+
+
+def evidence_key(h: HeadlineStats) -> tuple[int, float, int]:
+    """Sort key (ascending) for the ranking, by what the data support: established gains first,
+    then unclear, within and slower lines, lines without an interval last; inside each group the
+    higher lower bound of the page-wise interval first (the gain the data guarantee, not the point
+    estimate), then more machines."""
+    bound = -math.log(h.ci_low) if h.ci_low is not None else math.inf
+    return (_EVIDENCE_ORDER.get(h.verdict, len(_EVIDENCE_ORDER)), bound, -h.n_machines)

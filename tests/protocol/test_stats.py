@@ -1,9 +1,10 @@
-"""stats.py: the pure statistics of PROTOCOL.md 5.1, checked against hand computations and the
-binomial distribution itself."""
+"""stats.py: the pure statistics of PROTOCOL.md 5.1 (cells version 3), checked against closed forms
+and hand computations. The simulation of their error rates is tests/protocol/test_validity.py."""
 
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 from benchhub_protocol import stats
@@ -16,23 +17,6 @@ def test_it_takes_medians_of_odd_and_even_counts() -> None:
         stats.median([])
 
 
-@pytest.mark.parametrize(("n", "ranks"), [(1, None), (5, None), (6, (1, 6)), (8, (1, 8)), (9, (2, 8)), (12, (3, 10))])
-def test_it_picks_the_order_statistics_of_the_binomial_median_interval(n: int, ranks: tuple[int, int] | None) -> None:
-    assert stats.median_interval_ranks(n) == ranks
-
-
-@pytest.mark.parametrize("n", range(6, 120))
-def test_its_interval_covers_at_least_95_percent_and_is_the_narrowest_that_does(n: int) -> None:
-    low, high = stats.median_interval_ranks(n)  # type: ignore[misc]
-    assert high == n - low + 1
-
-    def miss(k: int) -> float:
-        return 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
-
-    assert miss(low) <= 0.05
-    assert low == n // 2 or miss(low + 1) > 0.05
-
-
 def test_it_pairs_rounds_and_skips_rounds_without_both_builds() -> None:
     numbers = stats.paired({1: 150.0, 2: 200.0, 3: 100.0, 4: 999.0}, {1: 100.0, 2: 200.0, 3: 50.0, 5: 1.0})
     assert numbers == stats.PairedNumbers(n_rounds=3, tg_tps=150.0, baseline_tg_tps=100.0, speedup=1.5)
@@ -40,50 +24,146 @@ def test_it_pairs_rounds_and_skips_rounds_without_both_builds() -> None:
     assert stats.paired({1: 1.0}, {1: 0.0}) is None, "a zero baseline pairs with nothing"
 
 
+@pytest.mark.parametrize("p", [0.6, 0.9, 0.975, 0.99875, 0.9999])
+def test_its_t_quantiles_match_the_closed_forms_of_one_and_two_degrees_of_freedom(p: float) -> None:
+    assert stats.t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-10)
+    assert stats.t_quantile(p, 2) == pytest.approx((2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p))), rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "expected"), [(0.975, 7, 2.364624252), (0.975, 30, 2.042272456), (0.9, 5, 1.475884049)]
+)
+def test_its_t_quantiles_match_the_tables(p: float, df: int, expected: float) -> None:
+    assert stats.t_quantile(p, df) == pytest.approx(expected, rel=1e-9)
+    assert stats.t_quantile(0.975, 100_000) == pytest.approx(statistics.NormalDist().inv_cdf(0.975), rel=1e-4)
+
+
 def row(machine: str, speedup: float, baseline: float = 100.0, contributor: str = "ada") -> stats.Row:
     return stats.Row(machine, contributor, speedup, baseline)
 
 
-def test_it_takes_each_machines_median_then_the_median_over_machines() -> None:
-    rows = [row("m0", 2.0) for _ in range(5)] + [row("m1", 1.1, contributor="bob"), row("m2", 1.2, contributor="bob")]
-    cell = stats.cell_stats(rows)
-    assert (cell.speedup, cell.n_machines, cell.n_submissions, cell.n_contributors) == (1.2, 3, 7, 2)
-    assert (cell.interval, cell.ci_low, cell.ci_high, cell.verdict) == ("range", 1.1, 2.0, "too few machines")
+def one_cell(rows: list[stats.Row], min_effect: float = 0.02) -> stats.CellStats:
+    return stats.page_stats({("01", "c0", 1): rows}, headline_sizes=[2], min_effect=min_effect).cells[("01", "c0", 1)]
+
+
+def test_a_machine_is_a_key_and_a_cell_is_the_geometric_mean_over_machines() -> None:
+    rows = [row("k0", 2.0) for _ in range(5)] + [row("k1", 1.1, contributor="bob"), row("k2", 1.2, contributor="bob")]
+    cell = one_cell(rows)
+    assert (cell.n_machines, cell.n_submissions, cell.n_contributors) == (3, 7, 2)
+    assert cell.speedup == pytest.approx((2.0 * 1.1 * 1.2) ** (1 / 3))
     assert cell.tg_tps == pytest.approx(cell.baseline_tg_tps * cell.speedup)  # type: ignore[operator]
 
 
-def test_it_calls_a_cell_faster_slower_or_unchanged_only_on_a_95_percent_interval() -> None:
-    faster = stats.cell_stats([row(f"m{i}", 1.1 + i / 100) for i in range(6)])
-    slower = stats.cell_stats([row(f"m{i}", 0.8 + i / 100) for i in range(6)])
-    unclear = stats.cell_stats([row(f"m{i}", 0.97 + i / 100) for i in range(6)])
-    assert [c.verdict for c in (faster, slower, unclear)] == ["faster", "slower", "no clear change"]
-    assert faster.interval == "95%"
+def test_its_interval_is_the_t_interval_of_the_mean_log_bonferroni_over_the_page() -> None:
+    values = [1.01, 1.04, 1.02, 1.06, 1.03]
+    logs = [math.log(v) for v in values]
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    cells = {("01", "c0", size): [row(f"k{i}", v) for i, v in enumerate(values)] for size in (1, 2)}
+    page = stats.page_stats(cells, headline_sizes=[2], min_effect=0.02)
+    # Three intervals on the page (two cells, one headline): each at 1 - 0.05 / 3.
+    half = stats.t_quantile(1 - 0.05 / 6, 4) * sd / math.sqrt(5)
+    cell = page.cells[("01", "c0", 1)]
+    assert (cell.ci_low, cell.ci_high) == (pytest.approx(math.exp(mean - half)), pytest.approx(math.exp(mean + half)))
+    assert cell.interval == "95%, page-wise"
+    spread = stats.t_quantile(0.9, 4) * sd * math.sqrt(1 + 1 / 5)
+    assert (cell.predict_low, cell.predict_high, cell.predict_level) == (
+        pytest.approx(math.exp(mean - spread)),
+        pytest.approx(math.exp(mean + spread)),
+        0.8,
+    )
+    alone = one_cell([row(f"k{i}", v) for i, v in enumerate(values)])
+    assert alone.ci_low > cell.ci_low, "one interval on a page needs less adjustment than three"  # type: ignore[operator]
 
 
-def test_it_gives_no_interval_for_one_machine_and_nothing_for_none() -> None:
-    one = stats.cell_stats([row("m0", 1.5), row("m0", 1.7)])
-    assert (one.speedup, one.interval, one.ci_low, one.ci_high, one.n_machines) == (1.6, None, None, None, 1)
-    empty = stats.cell_stats([])
+@pytest.mark.parametrize(
+    ("speedup", "low", "high", "expected"),
+    [
+        (1.05, 1.01, 1.09, "faster"),
+        (1.015, 1.001, 1.03, "unclear"),  # a clear gain, but the estimate is under the smallest effect
+        (1.015, 1.001, 1.019, "within"),
+        (0.95, 0.90, 0.99, "slower"),
+        (1.0, 0.985, 1.02, "within"),
+        (1.0, 0.97, 1.03, "unclear"),
+        (1.05, 0.99, 1.1, "unclear"),
+    ],
+)
+def test_its_verdicts_follow_the_interval_and_the_smallest_effect(
+    speedup: float, low: float, high: float, expected: str
+) -> None:
+    assert stats.decide(speedup, low, high, 0.02) == expected
+
+
+def test_a_verdict_needs_an_effect_that_prints_even_when_the_campaign_asks_for_none() -> None:
+    assert stats.decide(1.0004, 1.0001, 1.0007, 0.0) == "within"
+    assert stats.decide(1.002, 1.001, 1.003, 0.0) == "faster"
+
+
+def test_below_three_machines_there_is_no_interval_and_no_verdict() -> None:
+    two = one_cell([row("k0", 1.5), row("k0", 1.7), row("k1", 1.6)])
+    assert (two.interval, two.ci_low, two.predict_low, two.verdict, two.n_machines) == (
+        None,
+        None,
+        None,
+        "too few machines",
+        2,
+    )
+    assert two.speedup == pytest.approx(math.sqrt(1.6 * 1.6))
+    empty = one_cell([])
     assert (empty.speedup, empty.n_machines, empty.verdict) == (None, 0, "too few machines")
 
 
 def test_it_leaves_out_values_that_are_not_finite_positive_numbers() -> None:
-    cell = stats.cell_stats([row("m0", math.inf), row("m1", math.nan), row("m2", 1.5), row("m3", 1.5, baseline=0.0)])
+    cell = one_cell([row("k0", math.inf), row("k1", math.nan), row("k2", 1.5), row("k3", 1.5, baseline=0.0)])
     assert (cell.speedup, cell.n_machines) == (1.5, 1)
 
 
-def test_a_headline_is_the_median_over_machines_of_each_machines_geometric_mean() -> None:
-    machines = [
-        {2: [1.2, 1.4], 4: [1.69]},  # medians 1.3 and 1.69: geometric mean 1.3 * 1.3**0.5... = sqrt(1.3 * 1.69)
-        {2: [1.1], 4: [1.1]},
-        {2: [2.0]},  # did not measure BS4: left out
+def test_a_headline_is_each_complete_machines_geometric_mean_over_the_headline_sizes() -> None:
+    cells = {
+        ("01", "c0", 2): [row("k0", 1.2), row("k0", 1.4), row("k1", 1.1), row("k2", 2.0), row("k3", 1.0)],
+        ("01", "c0", 4): [row("k0", 1.69), row("k1", 1.1), row("k3", 1.0)],  # k2 did not measure BS4
+    }
+    headline = stats.page_stats(cells, headline_sizes=[2, 4], min_effect=0.02).headlines[("01", "c0")]
+    values = [math.sqrt(1.3 * 1.69), 1.1, 1.0]
+    assert headline.n_machines == 3
+    assert headline.speedup == pytest.approx(math.prod(values) ** (1 / 3))
+    assert headline.interval == "95%, page-wise"
+
+
+def test_identical_machines_give_a_point_interval_and_within() -> None:
+    cell = one_cell([row(f"k{i}", 1.0) for i in range(4)])
+    assert (cell.ci_low, cell.ci_high, cell.verdict) == (1.0, 1.0, "within")
+
+
+def test_verdict_labels_name_the_threshold() -> None:
+    assert stats.verdict_label("within", 0.02) == "within ±2%"
+    assert stats.verdict_label("within", 0.015) == "within ±1.5%"
+    assert [stats.verdict_label(v, 0.02) for v in stats.VERDICTS if v != "within"] == [
+        "faster",
+        "slower",
+        "unclear",
+        "too few machines",
     ]
-    found = stats.headline_stats(machines, [2, 4])
-    assert found.n_machines == 2
-    assert found.speedup == pytest.approx((math.sqrt(1.3 * 1.69) + 1.1) / 2)
-    assert (found.interval, found.ci_low, found.ci_high) == (
-        "range",
-        pytest.approx(1.1),
-        pytest.approx(math.sqrt(1.3 * 1.69)),
-    )
-    assert stats.headline_stats([{2: [1.5]}], [2, 4]).speedup is None
+
+
+def headline(verdict: str, low: float | None, n: int = 8) -> stats.HeadlineStats:
+    return stats.HeadlineStats(1.0, None, low, None, None, None, None, verdict, n)
+
+
+def test_the_ranking_orders_by_verdict_then_by_the_guaranteed_bound_not_the_estimate() -> None:
+    lines = {
+        "big but unclear": stats.HeadlineStats(1.4, "95%, page-wise", 0.9, 2.0, None, None, None, "unclear", 3),
+        "small but sure": headline("faster", 1.03),
+        "surer": headline("faster", 1.05),
+        "flat": headline("within", 0.99),
+        "slower": headline("slower", 0.8),
+        "one machine": stats.HeadlineStats(3.0, None, None, None, None, None, None, "too few machines", 1),
+    }
+    order = sorted(lines, key=lambda name: stats.evidence_key(lines[name]))
+    assert order == ["surer", "small but sure", "big but unclear", "flat", "slower", "one machine"]
+
+
+def test_the_about_text_is_five_sentences_and_uses_every_word() -> None:
+    text = stats.ABOUT_VERDICTS
+    assert text.count(". ") + 1 == 5 and text.endswith(".")
+    for word in ("faster", "slower", "within ±2%", "unclear", "too few machines", "95% page-wise"):
+        assert word in text

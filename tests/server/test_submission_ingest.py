@@ -29,7 +29,7 @@ def test_it_stores_the_raw_envelope_and_every_normalised_row(api: Api, ada: enve
     response = api.post(Api.submissions, body)
     assert response.status_code == 201
     created = response.json()
-    assert set(created) == {"id", "url", "status"}
+    assert set(created) == {"id", "url", "status", "counts_from"}
     assert created["status"] == "accepted"
     assert created["url"] == f"http://testserver/submissions/{created['id']}/"
     submission = Submission.objects.get(pk=created["id"])

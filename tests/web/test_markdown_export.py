@@ -91,7 +91,7 @@ def test_it_offers_every_campaign_chip_and_submission_as_a_markdown_table(
     header, rows = table_of(_markdown_on(page_text(client.get("/")), "campaign"))
     assert header[:5] == ["", "machines", "interval", "BS1", "BS2"] and "BS16" in header
     m5 = next(row for row in rows if row[0] == "Apple M5 Pro (20-core GPU)")
-    assert m5[1:3] == ["2 machines", "range of 2 machines"]
+    assert m5[1:3] == ["2 machines", "none (2 machines)"]
     verdicts = "faster|slower|within ±2%|unclear|too few machines"
     form = rf"\d+\.\d→\d+\.\d \([+−](\d+|0\.\d+)%\) ({verdicts})|"
     malformed = [value for value in m5[3:] if not re.fullmatch(form, value)]

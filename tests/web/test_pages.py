@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.web import pages, words
+from benchhub.web.ranking import HeadlineRow, as_stats
 
 from .helpers import page_text
 
@@ -58,8 +59,8 @@ def test_it_renders_the_leaderboard_from_cells_with_counts_intervals_and_exclusi
     ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
     assert 'href="/chips/apple-m5-pro-20c/">Apple M5 Pro (20-core GPU)</a>' in ranking
     m5_bs8 = LeaderboardCell.objects.get(chip="Apple M5 Pro", quant="IQ2_XXS", variant="01", batch_size=8)
-    assert (m5_bs8.n_machines, m5_bs8.interval) == (2, "range")
-    assert "range of 2 machines" in ranking
+    assert (m5_bs8.n_machines, m5_bs8.interval, m5_bs8.verdict) == (2, None, "too few machines")
+    assert ">2 machines<" in ranking
     assert "95%" not in ranking, "no cell of the small site has an interval that claims a confidence"
     assert ">BS1<" not in ranking, "the ranking has one figure per line; every batch size is on the chip page"
     assert ranking.count('<svg class="spark"') >= 4  # a sparkline a measured line
@@ -84,7 +85,10 @@ def test_it_ranks_one_line_per_chip_and_model_by_evidence(client: Client, small_
     text = page_text(client.get("/"))
     ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
     crowd = re.findall(r'<tr data-quant[^>]*>.*?class="num headline" data-value="([0-9.]+)"', ranking, re.S)
-    keys = {h.speedup: words.evidence_key(h) for h in Headline.objects.filter(variant="01") if h.speedup}
+    headlines = Headline.objects.filter(variant="01").exclude(speedup=None)
+    keys = {
+        row[5]: words.evidence_key(as_stats(HeadlineRow(*row))) for row in headlines.values_list(*HeadlineRow._fields)
+    }
     shown = [keys[float(x)] for x in crowd if float(x)]  # lines with no headline (data-value 0) come last
     assert len(shown) >= 2 and shown == sorted(shown)
     expected = Headline.objects.get(chip="Apple M5 Pro", variant="01", model_sha256__in=iq2_models()).speedup
@@ -124,8 +128,14 @@ def test_it_shows_the_published_m3_ultra_rows_beside_the_live_few_row_mma_campai
     assert 'id="coverage"' in text  # a live campaign asks for contributions
 
 
-def test_it_answers_404_for_an_unknown_campaign(client: Client, live_campaign: Campaign) -> None:
-    assert client.get("/", {"campaign": "nope"}).status_code == 404
+def test_it_answers_400_naming_an_unknown_campaign_variant_model_or_quant(
+    client: Client, live_campaign: Campaign
+) -> None:
+    """Issues 30 and 33: an unknown filter value is a short 400 page, not a default board."""
+    for field, value in (("campaign", "nope"), ("variant", "07"), ("model", "f" * 64), ("quant", "q9_z")):
+        response = client.get("/", {field: value})
+        assert response.status_code == 400, (field, response.status_code)
+        assert f"Unknown {field}" in response.content.decode()
 
 
 def test_it_shows_a_chip_with_its_charts_tables_and_submissions(

@@ -7,7 +7,7 @@ CellRow and published rows, like leaderboard.py."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import geometric_mean
 from typing import NamedTuple
@@ -150,7 +150,7 @@ class RankLine:
     backend: str = ""
     commit: str = ""  # set where the variant follows a ref: the resolved commit the line is keyed by
     control: bool = False  # a backend the patches do not touch: an A/A control, never ranked
-    n_machines: int = 0  # distinct keys counted in any of the line's cells (machines.py)
+    n_machines: int = 0  # the most machines (keys) one of its cells counts: the picker's count too
     n_pending: int = 0  # the most machines pending in one of its cells
     evidence: tuple[object, ...] = ()  # words.evidence_key of its headline: the ranking's order
 
@@ -201,14 +201,13 @@ def rank(
     headlines: Iterable[HeadlineRow],
     references: Iterable[ReferenceLike],
     variant: str,
-    machines: Mapping[LineKey, int] | None = None,
     followers: Iterable[str] = (),
 ) -> list[RankLine]:
     """Crowd lines (one per chip, model file, backend and commit) and published lines (one per
     published table). Crowd lines come first in order of evidence (words.evidence_key of the
     headline), controls among them flagged; published lines, which are no evidence, after them.
-    `machines` counts each crowd line's distinct keys (machines.py); without it, the most of one
-    cell. `followers` are the variants that follow a ref, whose lines say their commit."""
+    A line's machines are the most machines (keys) any one of its cells counts, as the model
+    picker counts a file's. `followers` are the variants that follow a ref, whose lines say their commit."""
     cells, references = list(cells), list(references)
     stored = {
         (h.chip, h.gpu_cores or 0, h.model_sha256, h.backend, h.commit): h for h in headlines if h.variant == variant
@@ -241,7 +240,7 @@ def rank(
                 backend=backend,
                 commit=commit if follows else "",
                 control=group[0].control,
-                n_machines=(machines or {}).get(key, max(c.n_machines for c in group)),
+                n_machines=max(c.n_machines for c in group),
                 n_pending=max(c.n_pending for c in group),
                 evidence=tuple(evidence_key(as_stats(row))) if row is not None and found else (99,),
             )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -24,7 +25,6 @@ from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submiss
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
 from benchhub.web.leaderboard import CellRow, ChipQuantGroup, build_board, chip_label, chip_slug, coverage
-from benchhub.web.machines import LINE_FIELDS, counted_machines
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
 from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
@@ -53,25 +53,24 @@ class ModelChoice:
     sha256: str
     label: str  # the display name, with a short sha where two files share it
     quant: str
-    n_machines: int  # distinct keys counted in its cells (machines.py), as the ranking counts
+    n_machines: int  # the most machines (keys) any one of its cells counts, as a ranking line counts
 
 
 def model_choices(campaign: CampaignChoice) -> list[ModelChoice]:
-    """The campaign's model files, the one measured on the most machines first (the default);
-    machines counted as everywhere else: distinct keys (machines.py)."""
+    """The campaign's model files, the one measured on the most machines first (the default)."""
     if not campaign.live:
         return []
-    files = {
-        sha256: (name, quant)
-        for sha256, name, quant in LeaderboardCell.objects.filter(campaign__slug=campaign.slug)
-        .order_by()
-        .values_list("model_sha256", "model", "quant")
-        .distinct()
-    }
-    labels = model_names([(name, sha256) for sha256, (name, _) in files.items()])
-    counts = counted_machines(campaign.slug, ("model_sha256",))
-    choices = [ModelChoice(sha, labels[sha], quant, counts.get((sha,), 0)) for sha, (_, quant) in files.items()]
-    return sorted(choices, key=lambda c: (-c.n_machines, c.label, c.sha256))
+    found = (
+        LeaderboardCell.objects.filter(campaign__slug=campaign.slug)
+        .values("model_sha256", "model", "quant")
+        .annotate(most=Max("n_machines"))
+        .order_by("-most", "model", "model_sha256")
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    for row in found:
+        rows.setdefault(row["model_sha256"], row)
+    labels = model_names([(row["model"], sha256) for sha256, row in rows.items()])
+    return [ModelChoice(sha256, labels[sha256], row["quant"], row["most"]) for sha256, row in rows.items()]
 
 
 def pick_model(choices: list[ModelChoice], sha256: str | None) -> ModelChoice | None:
@@ -193,8 +192,7 @@ def _home_board(
     """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
     references = _references(published)
-    machines = counted_machines(campaign.slug, LINE_FIELDS, variant_name=variant) if campaign.live else {}
-    every_line = rank(every_cell, _headlines(campaign), references, variant, machines, campaign.followers)
+    every_line = rank(every_cell, _headlines(campaign), references, variant, campaign.followers)
     lines = [
         line for line in every_line if not line.control and (not quant_filter or line.quant.lower() == quant_filter)
     ]
@@ -259,11 +257,10 @@ def _home(request: HttpRequest) -> HttpResponse:
         return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
     campaign = pick_campaign(choices, request.GET.get("campaign"))
     variant = compared_variant(campaign, request.GET.get("variant"))
-    cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
-    # The picker counts distinct keys over the campaign's measurements: kept with the cells' version.
-    models = cached_render("models", (campaign,), cells, lambda: model_choices(campaign))
+    models = model_choices(campaign)
     model = pick_model(models, request.GET.get("model"))
     quant = pick_quant(campaign, request.GET.get("quant", "").strip())
+    cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
         "home",

@@ -57,15 +57,16 @@ def traces(figure: dict[str, Any]) -> list[str]:
 def test_a_machine_is_counted_the_same_on_the_picker_the_ranking_and_the_api(
     client: Client, site: v3_site.Site
 ) -> None:
-    """Two keys, each measuring one batch size: every cell counts 1 machine, the line and the
-    model file 2 (distinct keys), on the picker as on the ranking."""
+    """Two keys, each measuring one batch size, none all of BS 2–8: every cell counts 1 machine,
+    and the ranking line and the picker show the most machines one of their cells counts (1), not
+    the machines behind a headline (0)."""
     api = client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants", "model": IQ2_SHA, "variant": "01"})
     metal = [row for row in api.json()["rows"] if row["backend"] == "metal"]
     assert sorted((row["batch_size"], row["n_machines"]) for row in metal) == [(2, 1), (4, 1)]
     text = page_text(client.get("/"))
     picker = re.search(rf'<option value="{IQ2_SHA}"[^>]*>([^<]*)</option>', text)
-    assert picker and picker.group(1).endswith("3 machines)"), picker  # ada, bob and the CUDA control
-    assert 'data-value="2">2 machines' in line_of(ranking_of(text), "sha256 bbbbbbbb")
+    assert picker and picker.group(1).endswith("(IQ2_XXS, 1 machine)"), picker
+    assert 'data-value="1">1 machine<' in line_of(ranking_of(text), "sha256 bbbbbbbb")
 
 
 def test_controls_are_shown_apart_and_kept_out_of_the_ranking_and_the_chart(client: Client, site: v3_site.Site) -> None:

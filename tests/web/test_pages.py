@@ -50,12 +50,8 @@ def test_it_shows_published_rows_marked_and_apart_before_any_crowd_row(client: C
 def test_it_renders_the_leaderboard_from_cells_with_counts_intervals_and_exclusions(
     client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    # Cold: the picker and the ranking count machines as distinct keys (machines.py), 3 more queries
-    # than a count read off the cells; warm, both are one version check each, as before.
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(8):
         text = page_text(client.get("/"))
-    with django_assert_max_num_queries(6):
-        page_text(client.get("/"))
     ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
     assert 'href="/chips/apple-m5-pro-20c/">Apple M5 Pro (20-core GPU)</a>' in ranking
     m5_bs8 = LeaderboardCell.objects.get(chip="Apple M5 Pro", quant="IQ2_XXS", variant="01", batch_size=8)

@@ -17,8 +17,10 @@ COPY templates/ templates/
 COPY static/ static/
 COPY patches/ patches/
 
-# The agent's wheel, served at /agent/<wheel> for `pipx install` from the site.
-RUN python manage.py build_agent_wheel
+# The agent's wheel, served at /agent/<wheel> for `pipx install` from the site; built here, where
+# pip can fetch the build backend, so the web service's prepare_site finds it current. No secret
+# key exists at build time and no database is touched: the development settings suffice.
+RUN DJANGO_DEBUG=1 python manage.py build_agent_wheel
 RUN mkdir -p /app/staticfiles && chown benchhub /app/staticfiles
 USER benchhub
 EXPOSE 8000

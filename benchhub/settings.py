@@ -137,10 +137,12 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Where the patch files the campaigns measure live (served with their sha256).
 PATCHES_DIR = Path(os.environ.get("BENCHHUB_PATCHES_DIR", BASE_DIR / "patches"))
+# Where the agent wheel the site serves at /agent/ is built (benchhub/web/wheel.py).
+BENCHHUB_AGENT_WHEEL_DIR = Path(os.environ.get("BENCHHUB_AGENT_WHEEL_DIR", BASE_DIR / "build" / "agent-wheel"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
-# Ingest limits and throttles (PROTOCOL.md section 4). Rates are DRF strings: "<n>/<second|minute|hour|day>".
+# Ingest limits and throttles (docs/protocol.md section 4). Rates are DRF strings: "<n>/<second|minute|hour|day>".
 BENCHHUB_MAX_BODY_BYTES = int(os.environ.get("BENCHHUB_MAX_BODY_BYTES", str(1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHHUB_MAX_BODY_BYTES
 BENCHHUB_THROTTLE_ADDRESS = os.environ.get("BENCHHUB_THROTTLE_ADDRESS", "120/hour")
@@ -197,7 +199,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "benchhub API",
-    "DESCRIPTION": "Signed, crowd-sourced A/B benchmarks of llama.cpp patches. The wire protocol is PROTOCOL.md.",
+    "DESCRIPTION": "Signed, crowd-sourced A/B benchmarks of llama.cpp patches. The wire protocol is docs/protocol.md.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # The docs page's assets are our static files (drf-spectacular-sidecar), not a CDN's, and its
@@ -254,4 +256,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    # The embedded default's in-memory broker has no host, which kombu warns about on every connection.
+    "loggers": {} if REDIS_URL else {"kombu.connection": {"level": "ERROR"}},
 }

@@ -4,14 +4,14 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by PROTOCOL.md section 5.1 (cells version 2),
+  3. recomputes every cell by docs/protocol.md section 7 (as of cells version 2),
   4. with --server, prints every cell that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 
     python scripts/recompute_cells.py --server https://benchhub.example
     python scripts/recompute_cells.py --snapshot snapshot.jsonl.gz [--server URL] [--json]
 
 Exit status: 0 every cell agrees, 1 some differ, 2 bad input or a signature that does not verify,
-3 the server could not be read.
+3 the server could not be read, 4 PyNaCl is missing (pip install pynacl).
 """
 
 from __future__ import annotations
@@ -33,10 +33,15 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
-import nacl.exceptions
-import nacl.signing
+try:
+    import nacl.exceptions
+    import nacl.signing
+except ImportError as missing:  # main() says so in one sentence (exit 4); --help still works
+    MISSING_DEPENDENCY = f"{missing}"
+else:
+    MISSING_DEPENDENCY = ""
 
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
 WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
@@ -62,6 +67,21 @@ class Unreachable(Exception):
 
 
 # ---------------------------------------------------------------- statistics (pure functions)
+# Cells version 3 (docs/method.md): the same numbers as benchhub_protocol.stats.page_stats, written
+# again here so that this script needs nothing from benchhub. Logs of each machine's value; the
+# typical machine is their geometric mean; a Student t interval Bonferroni-adjusted over every
+# interval of the page; an 80% t prediction interval for one more machine; verdicts from the
+# page-wise interval and the campaign's min_effect.
+
+VERDICTS = ("faster", "slower", "within", "unclear", "too few machines")
+CONFIDENCE = 0.95
+INTERVAL_LABEL = "95%, page-wise"
+PREDICT_LEVEL = 0.8
+MIN_MACHINES = 3
+EFFECT_FLOOR = 0.001
+PageKey = tuple[str, str, int]  # variant, commit, batch size
+# speedup, interval, ci_low, ci_high, predict_low, predict_high, predict_level, verdict
+Judged = tuple[float | None, str | None, float | None, float | None, float | None, float | None, float | None, str]
 
 
 def median(values: Sequence[float]) -> float:
@@ -69,6 +89,192 @@ def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return float(ordered[middle]) if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        for numerator in (even, odd):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return result
+
+
+def _beta_regularized(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile (p > 0.5) of Student's t, by bisection on its upper tail."""
+    tail = 1.0 - p
+    low, high = 0.0, 1.0
+    while 0.5 * _beta_regularized(df / 2.0, 0.5, df / (df + high * high)) > tail:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        if 0.5 * _beta_regularized(df / 2.0, 0.5, df / (df + middle * middle)) > tail:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+class Measured(NamedTuple):
+    """One included submission's numbers in one cell."""
+
+    machine: Any  # the signing key
+    contributor: Any  # the handle
+    speedup: float
+    baseline_tg_tps: float
+
+
+@dataclass(frozen=True)
+class CellStats:
+    baseline_tg_tps: float | None
+    tg_tps: float | None
+    speedup: float | None
+    interval: str | None
+    ci_low: float | None
+    ci_high: float | None
+    predict_low: float | None
+    predict_high: float | None
+    predict_level: float | None
+    verdict: str
+    n_machines: int
+    n_submissions: int
+    n_contributors: int
+
+
+@dataclass(frozen=True)
+class HeadlineStats:
+    speedup: float | None
+    interval: str | None
+    ci_low: float | None
+    ci_high: float | None
+    predict_low: float | None
+    predict_high: float | None
+    predict_level: float | None
+    verdict: str
+    n_machines: int
+
+
+@dataclass(frozen=True)
+class PageStats:
+    cells: dict[PageKey, CellStats]
+    headlines: dict[tuple[str, str], HeadlineStats]
+
+
+def _usable(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def _log_summary(values: Sequence[float]) -> tuple[int, float, float, float]:
+    """n, center (the median), and the mean and sample sd of log(value / center)."""
+    center = median(values)
+    logs = [math.log(value / center) for value in values]
+    n = len(logs)
+    mean = math.fsum(logs) / n
+    sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
+    return n, center, mean, sd
+
+
+def _geometric_mean(values: Sequence[float]) -> float:
+    _, center, mean, _ = _log_summary(values)
+    return center * math.exp(mean)
+
+
+def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
+    threshold = max(min_effect, EFFECT_FLOOR)
+    if low > 1.0 and speedup >= 1.0 + threshold:
+        return "faster"
+    if high < 1.0 and speedup <= 1.0 - threshold:
+        return "slower"
+    if low >= 1.0 - threshold and high <= 1.0 + threshold:
+        return "within"
+    return "unclear"
+
+
+def _judge(summary: tuple[int, float, float, float] | None, n_tests: int, min_effect: float) -> Judged:
+    if summary is None:
+        return (None, None, None, None, None, None, None, "too few machines")
+    n, center, mean, sd = summary
+    speedup = center * math.exp(mean)
+    if n < MIN_MACHINES:
+        return (speedup, None, None, None, None, None, None, "too few machines")
+    half = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), n - 1) * sd / math.sqrt(n)
+    low, high = center * math.exp(mean - half), center * math.exp(mean + half)
+    spread = t_quantile(0.5 + PREDICT_LEVEL / 2, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)
+    predict = center * math.exp(mean - spread), center * math.exp(mean + spread)
+    verdict = decide(speedup, low, high, min_effect)
+    return (speedup, INTERVAL_LABEL, low, high, *predict, PREDICT_LEVEL, verdict)
+
+
+def page_stats(
+    cells: Mapping[PageKey, Iterable[Measured]], *, headline_sizes: Sequence[int], min_effect: float
+) -> PageStats:
+    """Every cell of one page (campaign, chip, GPU cores, model file, backend; not the baseline's)
+    and each (variant, commit)'s headline: per machine the geometric mean over headline_sizes of
+    its values, machines missing one left out. One Bonferroni family: all that have an interval."""
+    values: dict[PageKey, dict[Any, float]] = {}
+    baselines: dict[PageKey, list[float]] = {}
+    counts: dict[PageKey, tuple[int, int]] = {}
+    for key, rows in cells.items():
+        speedups: dict[Any, list[float]] = defaultdict(list)
+        bases: dict[Any, list[float]] = defaultdict(list)
+        handles = set()
+        for row in rows:
+            if _usable(row.speedup) and _usable(row.baseline_tg_tps):
+                speedups[row.machine].append(row.speedup)
+                bases[row.machine].append(row.baseline_tg_tps)
+                handles.add(row.contributor)
+        values[key] = {machine: median(found) for machine, found in speedups.items()}
+        baselines[key] = [median(found) for found in bases.values()]
+        counts[key] = (sum(len(found) for found in speedups.values()), len(handles))
+    headline_values: dict[tuple[str, str], list[float]] = {}
+    for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells}):
+        by_size = [values.get((variant, commit, size), {}) for size in headline_sizes]
+        complete = set.intersection(*(set(found) for found in by_size)) if by_size else set()
+        headline_values[(variant, commit)] = [
+            _geometric_mean([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)
+        ]
+    cell_summaries = {key: _log_summary(list(found.values())) if found else None for key, found in values.items()}
+    headline_summaries = {key: _log_summary(found) if found else None for key, found in headline_values.items()}
+    summaries = [*cell_summaries.values(), *headline_summaries.values()]
+    n_tests = max(1, sum(1 for summary in summaries if summary and summary[0] >= MIN_MACHINES))
+    out_cells = {}
+    for key, summary in cell_summaries.items():
+        judged = _judge(summary, n_tests, min_effect)
+        baseline = _geometric_mean(baselines[key]) if baselines[key] else None
+        tg_tps = None if baseline is None or judged[0] is None else baseline * judged[0]
+        out_cells[key] = CellStats(baseline, tg_tps, *judged, summary[0] if summary else 0, *counts[key])
+    out_headlines = {
+        pair: HeadlineStats(*_judge(summary, n_tests, min_effect), summary[0] if summary else 0)
+        for pair, summary in headline_summaries.items()
+    }
+    return PageStats(out_cells, out_headlines)
+
+
+# Cells version 2, still called by cell_row below until it reads page_stats: delete with it.
 
 
 def interval_rank(n: int) -> int:
@@ -105,7 +311,7 @@ def verdict(interval: str | None, low: float | None, high: float | None) -> str:
     return "no clear change"
 
 
-# ---------------------------------------------------------------- envelopes (PROTOCOL.md 1-2)
+# ---------------------------------------------------------------- envelopes (docs/protocol.md 1-2)
 
 
 def strict_b64(text: object) -> bytes:
@@ -523,6 +729,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.server and not args.snapshot:
         parser.error("give --server, --snapshot, or both")
     report = sys.stderr if args.json else sys.stdout  # stdout stays pure JSON with --json
+    if MISSING_DEPENDENCY:
+        print(
+            f"recompute_cells.py needs PyNaCl to verify signatures ({MISSING_DEPENDENCY}): pip install pynacl",
+            file=sys.stderr,
+        )
+        return 4
     try:
         return run(args, report)
     except Unreachable as exc:

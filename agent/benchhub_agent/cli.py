@@ -189,8 +189,9 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 @click.option("--yes", is_flag=True, help="Answer yes to publishing and to running on battery (not to untrusted code).")
 @click.option(
     "--trust-campaign",
-    metavar="SLUG",
-    help="Build campaign SLUG's code even though it is not the copy bundled with this agent (it is listed first).",
+    metavar="SLUG@sha256:DIGEST",
+    help="Run campaign SLUG although it is not the copy bundled with this agent, for the manifest of this "
+    "digest only (the listing prints it; any change asks again).",
 )
 @click.option("--no-upload", is_flag=True, help="Keep the result local (it stays in the outbox).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
@@ -412,11 +413,11 @@ def key_link(handle: str, existing_key: Path, server: str | None) -> None:
     click.echo(printable(f"This key is now on {linked}."))
 
 
-@main.command(epilog=EPILOG)
+@main.command("verify", epilog=EPILOG)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--public-key", help="Base64 public key to check the signature with (default: this machine's key).")
 @handled
-def verify(file: Path, public_key: str | None) -> None:
+def verify_file(file: Path, public_key: str | None) -> None:
     """Check a signed result: envelope, canonical payload, schema v1 and the Ed25519 signature."""
     try:
         opened = open_envelope(strict_loads(file.read_bytes()))

@@ -1,10 +1,10 @@
 """This machine's Ed25519 key (written once, 0600, atomically) and its registration with a server.
 
-A key is one machine (PROTOCOL.md 5.1): beside the key, `machine.json` records the facts that
+A key is one machine (docs/protocol.md, cells): beside the key, `machine.json` records the facts that
 identify the hardware it was made on (chip, GPU cores, memory). A home directory copied to another
 machine would sign that machine's results with the first one's key, so when those facts change the
 agent makes a new key, keeps the old one as `previous-<keyid>.seed`, and links the new key to the
-same handle with both signatures (PROTOCOL.md section 3) at its next registration."""
+same handle with both signatures (docs/protocol.md section 3) at its next registration."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def now_rfc3339() -> str:
 
 def registration_envelope(handle: str, new_key: Signer, existing_key: Signer | None = None) -> dict[str, Any]:
     """Signed by the key being registered; linking a second key to a handle adds a signature by a key
-    already on it (PROTOCOL 3)."""
+    already on it (docs/protocol.md 3)."""
     payload = {"schema_version": 1, "handle": handle, "public_key": new_key.public_key_b64, "created_at": now_rfc3339()}
     try:
         validate_registration(payload)

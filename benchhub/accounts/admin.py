@@ -3,32 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import ProtectedError, QuerySet
 from django.http import HttpRequest
 
 from benchhub.accounts.models import ChipName, Contributor, ModerationEvent, PublicKey
+from benchhub.readonly_admin import ReadOnlyAdmin
 from benchhub.results import moderation
 
 
-class AuditedOnly(admin.ModelAdmin):
-    """No add, edit or delete form: a change to what the public sees goes through an action that
-    writes its audit line."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Contributor)
-class ContributorAdmin(AuditedOnly):
+class ContributorAdmin(ReadOnlyAdmin):
     list_display = ("handle", "is_demo", "created_at")
     list_filter = ("is_demo",)
     search_fields = ("handle",)
@@ -65,7 +50,7 @@ class ContributorAdmin(AuditedOnly):
 
 
 @admin.register(PublicKey)
-class PublicKeyAdmin(AuditedOnly):
+class PublicKeyAdmin(ReadOnlyAdmin):
     list_display = ("keyid", "contributor", "banned", "registered_network", "created_at")
     list_filter = ("banned",)
     # A network's keys: search its CIDR text (203.0.113.0/24), narrow by date, select all, retire.
@@ -90,7 +75,7 @@ class PublicKeyAdmin(AuditedOnly):
 
 
 @admin.register(ChipName)
-class ChipNameAdmin(AuditedOnly):
+class ChipNameAdmin(ReadOnlyAdmin):
     list_display = ("name", "slug", "created_at")
     search_fields = ("name", "slug")
     actions = ("release",)
@@ -102,6 +87,6 @@ class ChipNameAdmin(AuditedOnly):
 
 
 @admin.register(ModerationEvent)
-class ModerationEventAdmin(AuditedOnly):
+class ModerationEventAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "actor_name", "action", "target", "reason")
     list_filter = ("action",)

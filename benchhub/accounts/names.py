@@ -1,5 +1,6 @@
-"""The rules for public names (issue 30, point 6): a handle is exactly PROTOCOL.md section 3's
-`[A-Za-z0-9-]` and reads as no other handle; a chip name is printable ASCII and owns its URL slug.
+"""The rules for public names (issue 30, point 6): a handle is exactly the `[A-Za-z0-9-]` of
+docs/protocol.md section 3 and reads as no other handle; a chip name is printable ASCII and owns
+its URL slug.
 
 Handles: Python's `$` matches before a trailing newline, so the pattern is applied with
 `fullmatch`. Two handles collide when they are equal under case folding and Unicode TR39

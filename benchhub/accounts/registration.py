@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 3: registering a key with proof of possession, and linking a second key to a
+"""docs/protocol.md section 3: registering a key with proof of possession, and linking a second key to a
 handle (an envelope signed by the new key and by a key already on the handle)."""
 
 from __future__ import annotations

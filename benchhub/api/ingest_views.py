@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchhub.api import serializers
+from benchhub.api import examples, serializers
 from benchhub.api.errors import ApiError
 from benchhub.api.throttling import (
     REGISTRATION_THROTTLES,
@@ -69,6 +69,7 @@ class ContributorsView(APIView):
             "being registered; to add a key to an existing handle, also signed by a key already on it."
         ),
         request=serializers.EnvelopeSerializer,
+        examples=[examples.REGISTRATION],
         responses={
             201: serializers.RegistrationResponseSerializer,
             200: serializers.RegistrationResponseSerializer,

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from benchhub.api import examples
 from benchhub.results import moderation
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
 from benchhub.web.models import ReferenceRow
@@ -24,11 +26,13 @@ class EnvelopeSerializer(serializers.Serializer[Any]):
     signatures = SignatureSerializer(many=True)
 
 
+@extend_schema_serializer(examples=examples.REGISTERED)
 class RegistrationResponseSerializer(serializers.Serializer[Any]):
     handle = serializers.CharField()
     keyid = serializers.CharField()
 
 
+@extend_schema_serializer(examples=examples.CREATED)
 class SubmissionCreatedSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     url = serializers.URLField(help_text="the submission's web page")
@@ -45,12 +49,14 @@ class WithdrawnSerializer(serializers.Serializer[Any]):
     withdrawn_at = serializers.DateTimeField()
 
 
+@extend_schema_serializer(examples=examples.ERROR)
 class ErrorSerializer(serializers.Serializer[Any]):
     error = serializers.CharField(help_text="machine code")
     detail = serializers.CharField(help_text="human sentence")
     field = serializers.CharField(required=False, help_text="the input field at fault, as a dotted path")
 
 
+@extend_schema_serializer(examples=examples.MEASUREMENT)
 class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
     submission = serializers.UUIDField(source="submission_id")
     campaign: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -224,7 +230,7 @@ ROW_HELP = {
 
 
 class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
-    """One cell (PROTOCOL.md 5.1, version 3)."""
+    """One cell (docs/protocol.md section 7, cells version 3)."""
 
     excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
     interval = serializers.CharField(
@@ -276,6 +282,7 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
         }
 
 
+@extend_schema_serializer(examples=examples.LEADERBOARD)
 class LeaderboardSerializer(serializers.Serializer[Any]):
     campaign = serializers.SlugField()
     baseline = serializers.CharField()
@@ -309,6 +316,7 @@ class ManifestSerializer(serializers.Serializer[Any]):
     correctness = serializers.DictField()
 
 
+@extend_schema_serializer(examples=examples.REFERENCE_ROW)
 class ReferenceRowSerializer(serializers.ModelSerializer[ReferenceRow]):
     """A published row: the patch author's number, not signed, never in a cell."""
 

@@ -1,4 +1,4 @@
-"""Throttles per client address and per signing key (PROTOCOL.md section 4), per client address
+"""Throttles per client address and per signing key (docs/protocol.md section 4), per client address
 on the costly reads: list pages, the leaderboard and the CSV export (issue 25), and on registration
 per network (IPv4 /24, IPv6 /64 and /48) and for everyone together (issue 30: keys cost a network).
 

@@ -1,4 +1,4 @@
-"""Read endpoints (PROTOCOL.md section 5) and the submissions collection, whose POST is the ingest."""
+"""Read endpoints (docs/protocol.md section 6) and the submissions collection, whose POST is the ingest."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from benchhub.api import filters, serializers, snapshot
+from benchhub.api import examples, filters, serializers, snapshot
 from benchhub.api.errors import ApiError
 from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_rows, csv_value
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
@@ -84,6 +84,7 @@ class SubmissionsView(SubmissionIngestMixin, ListAPIView[Submission]):
             "key. 201 when stored, 200 with the same body when the identical envelope arrives again."
         ),
         request=serializers.EnvelopeSerializer,
+        examples=[examples.SUBMISSION],
         responses={
             201: serializers.SubmissionCreatedSerializer,
             200: serializers.SubmissionCreatedSerializer,
@@ -119,9 +120,9 @@ class LeaderboardView(APIView):
         summary="Leaderboard cells of a campaign",
         responses=serializers.LeaderboardSerializer,
         description=(
-            "One row per cell (chip, gpu_cores, model file, backend, variant, commit, batch_size), PROTOCOL.md "
-            "section 5.1 version 3: a submission's speedup is the median over its rounds of the round-paired ratio; "
-            "a machine is a registered key, and its value the median of its submissions'; speedup estimates the "
+            "One row per cell (chip, gpu_cores, model file, backend, variant, commit, batch_size), docs/protocol.md "
+            "section 7 (cells version 3): a submission's speedup is the median over its rounds of the round-paired "
+            "ratio; a machine is a registered key, and its value the median of its submissions'; speedup estimates the "
             "typical machine's ratio, and tg_tps = baseline_tg_tps x speedup. interval names [ci_low, ci_high] in "
             "words, [predict_low, predict_high] is where one more machine is expected at predict_level, and verdict "
             "is judged against min_effect. Rows with control true ran on a backend the patches do not touch (an A/A "

@@ -14,11 +14,11 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from benchhub.results import plausibility
-from benchhub.results.campaigns import campaign_rules
+from benchhub.results.campaigns import backend_name, campaign_rules
 from benchhub.results.models import Campaign, LeaderboardCell
 from benchhub.web import wheel
 from benchhub.web.pages import Page
-from benchhub.web.words import ABOUT_VERDICTS, DIRECTIONAL, TOO_FEW, backend_name, percent, plural
+from benchhub.web.words import ABOUT_VERDICTS, DIRECTIONAL, TOO_FEW, percent, plural
 
 PAGE_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend")
 PROMISED_PAGE_RATE = 0.05

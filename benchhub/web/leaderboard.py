@@ -181,8 +181,23 @@ class ReferenceTable:
     cells: tuple[CellView, ...]
 
 
+class ChipNamed:
+    """A chip page's name and URL slug, for anything that carries a chip and its GPU core count."""
+
+    chip: str
+    gpu_cores: int | None
+
+    @property
+    def label(self) -> str:
+        return chip_label(self.chip, self.gpu_cores)
+
+    @property
+    def slug(self) -> str:
+        return chip_slug(self.chip, self.gpu_cores)
+
+
 @dataclass
-class ChipQuantGroup:
+class ChipQuantGroup(ChipNamed):
     chip: str
     gpu_cores: int | None
     quant: str
@@ -194,18 +209,12 @@ class ChipQuantGroup:
     backend: str = ""
     control: bool = False
     min_effect: float = 0.02
+    demo: bool = False  # demo submissions made these rows
+    excluded: str = ""  # why no machine counts, when none does
 
     @property
     def control_label(self) -> str:
         return control_label(self.backend) if self.control else ""
-
-    @property
-    def label(self) -> str:
-        return chip_label(self.chip, self.gpu_cores)
-
-    @property
-    def slug(self) -> str:
-        return chip_slug(self.chip, self.gpu_cores)
 
 
 def amortisation(by_batch: dict[int, float | None]) -> str:

@@ -16,7 +16,7 @@ from benchhub_protocol import stats
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from benchhub.web.leaderboard import CellRow, ReferenceLike, chip_label, chip_slug, chip_sort_key
+from benchhub.web.leaderboard import CellRow, ChipNamed, ReferenceLike, chip_sort_key
 from benchhub.web.words import (
     DIRECTIONAL,
     TOO_FEW,
@@ -32,7 +32,7 @@ from benchhub.web.words import (
     verdict_label,
 )
 
-HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (SEEDS.md §1)
+HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (docs/campaigns.md)
 
 
 class HeadlineRow(NamedTuple):
@@ -135,7 +135,7 @@ def verdict_summary(cells: Sequence[CellRow]) -> str:
 
 
 @dataclass(frozen=True)
-class RankLine:
+class RankLine(ChipNamed):
     chip: str
     gpu_cores: int | None
     model: str
@@ -153,6 +153,8 @@ class RankLine:
     n_machines: int = 0  # the most machines (keys) one of its cells counts: the picker's count too
     n_pending: int = 0  # the most machines pending in one of its cells
     evidence: tuple[object, ...] = ()  # words.evidence_key of its headline: the ranking's order
+    demo: bool = False  # demo submissions made this line (seed_demo): examples, not measurements
+    excluded: str = ""  # why no machine of this line counts, when none does
 
     @property
     def partial(self) -> str:
@@ -160,14 +162,6 @@ class RankLine:
         if self.headline is None or self.headline.batch_sizes == self.expected:
             return ""
         return "over BS" + ", BS".join(map(str, self.headline.batch_sizes)) + " only"
-
-    @property
-    def label(self) -> str:
-        return chip_label(self.chip, self.gpu_cores)
-
-    @property
-    def slug(self) -> str:
-        return chip_slug(self.chip, self.gpu_cores)
 
     @property
     def machines(self) -> str:

@@ -20,13 +20,14 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import ChipName, Contributor
-from benchhub.results.campaigns import DEFAULT_MIN_EFFECT, campaign_rules
+from benchhub.results.campaigns import DEFAULT_MIN_EFFECT, campaign_rules, variant_descriptions
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
 from benchhub.web.leaderboard import CellRow, ChipQuantGroup, build_board, chip_label, chip_slug, coverage
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
+from benchhub.web.provenance import Provenance, demo_note, provenance
 from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
 from benchhub.web.series import reference_throughput_series, speedup_series, throughput_series
 from benchhub.web.words import model_names, threshold_note
@@ -46,6 +47,12 @@ class CampaignChoice:
     live: bool
     followers: tuple[str, ...] = ()  # variants that follow a git ref: their cells are keyed by resolved commit
     min_effect: float = DEFAULT_MIN_EFFECT
+    descriptions: tuple[tuple[str, str], ...] = ()  # (variant, one line from the campaign definition)
+    patched_backends: tuple[str, ...] = ()  # the backends its patches change ("metal")
+
+    @property
+    def variant_notes(self) -> list[tuple[str, str]]:
+        return [(name, about) for name, about in self.descriptions if about]
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,8 @@ def campaign_choices() -> list[CampaignChoice]:
             True,
             tuple(v["name"] for v in c.definition["variants"] if v.get("ref")),
             campaign_rules(c.definition).min_effect,
+            tuple(variant_descriptions(c.definition).items()),
+            tuple(sorted(campaign_rules(c.definition).patched_backends)),
         )
         for c in Campaign.objects.only("slug", "title", "baseline", "definition")
     ]
@@ -184,6 +193,7 @@ class RenderedBoard:
 
     html: SafeString
     has_charts: bool
+    demo: bool = False  # demo submissions are on it: its exports say so too
 
 
 def _home_board(
@@ -192,7 +202,9 @@ def _home_board(
     """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
     references = _references(published)
-    every_line = rank(every_cell, _headlines(campaign), references, variant, campaign.followers)
+    found = provenance(campaign.slug) if campaign.live else Provenance()
+    ranked = rank(every_cell, _headlines(campaign), references, variant, campaign.followers)
+    every_line = found.mark_lines(ranked, every_cell, variant, campaign.patched_backends)
     lines = [
         line for line in every_line if not line.control and (not quant_filter or line.quant.lower() == quant_filter)
     ]
@@ -229,8 +241,10 @@ def _home_board(
         "coverage": coverage_rows,
         "other_chips": other_chips,
         "has_crowd_rows": any(c.n_machines for c in every_cell),
+        "demo": bool(found.demo),
     }
-    return RenderedBoard(render_to_string("web/_home_board.html", context), chart is not None)
+    html = render_to_string("web/_home_board.html", context)
+    return RenderedBoard(html, chart is not None, bool(found.demo))
 
 
 def _campaign_markdown(request: HttpRequest, campaign: CampaignChoice, variant: str, model: ModelChoice) -> str:
@@ -277,7 +291,7 @@ def _home(request: HttpRequest) -> HttpResponse:
         "model": model,
         "board": board.html,
         "charts": board.has_charts,  # base.html loads plotly.js only for pages with charts
-        "markdown": _campaign_markdown(request, campaign, variant, model) if model else "",
+        "markdown": demo_note(_campaign_markdown(request, campaign, variant, model), board.demo) if model else "",
         "wheel": wheel.install_line(request),
     }
     return render(request, "web/home.html", context)
@@ -313,6 +327,7 @@ def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | Non
 
 def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], published: PublishedRows) -> RenderedBoard:
     sections = []
+    demo = False
     every_reference = _references(published)
     for campaign in choices:
         cells = _cells(campaign, chip=name, gpu_cores=cores)
@@ -320,6 +335,9 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
         if not cells and not references:
             continue
         board = build_board(cells, references, campaign.baseline, campaign.variants, campaign.followers)
+        found = provenance(campaign.slug, chip=name, gpu_cores=cores) if cells else Provenance()
+        found.mark_groups(board, cells, campaign.baseline, campaign.patched_backends)
+        demo = demo or bool(found.demo)
         chart_list = [
             Chart(
                 f"tps-{campaign.slug}-{index}",
@@ -338,8 +356,8 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
             if group.rows
         ]
         sections.append(ChipSection(campaign, board, chart_list, threshold_note(campaign.min_effect)))
-    html = render_to_string("web/_chip_board.html", {"sections": sections})
-    return RenderedBoard(html, any(section.charts for section in sections))
+    html = render_to_string("web/_chip_board.html", {"sections": sections, "demo": demo})
+    return RenderedBoard(html, any(section.charts for section in sections), demo)
 
 
 @require_safe
@@ -361,7 +379,7 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
         permalink=request.build_absolute_uri(reverse("chip", args=[slug])),
     )
     context = {
-        "markdown": markdown,
+        "markdown": demo_note(markdown, board.demo),
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,
@@ -382,7 +400,7 @@ def submission(request: HttpRequest, pk: str) -> HttpResponse:
 
 
 @require_safe
-def submission_envelope(request: HttpRequest, pk: str) -> HttpResponse:
+def envelope_json(request: HttpRequest, pk: str) -> HttpResponse:
     """The stored envelope, byte for byte, so anyone can verify the signature themselves."""
     found = get_object_or_404(Submission.objects.public().select_related("raw"), pk=pk)
     response = HttpResponse(bytes(found.raw.body), content_type="application/json")

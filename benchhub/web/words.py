@@ -1,23 +1,20 @@
-"""The words and numbers a reader sees for a cell or a headline (PROTOCOL.md 5.1, version 3), in
-one place: the verdict words, the effect and range formats, the interval's and the prediction's
-labels, and the ranking's order by evidence.
-
-The shared rules own these (benchhub_protocol.stats: verdict_label, evidence_key, ABOUT_VERDICTS;
-benchhub_protocol.markdown: format_change, format_interval). The display formats are not in the
-markdown module yet: until format_interval lands there, the fallbacks below stand in, so swapping
-to the shared ones is this file only."""
+"""The words and numbers a reader sees for a cell or a headline (docs/protocol.md section 7, cells
+version 3), in one place for the pages: the verdict words, the effect and range formats, the
+interval's and the prediction's labels, and the ranking's order by evidence. The rules themselves
+are the shared package's (benchhub_protocol.stats and .markdown), so the agent, the Markdown export
+and the pages print the same."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from benchhub_protocol import markdown, stats
+
+from benchhub.results.campaigns import backend_name
 
 FASTER, SLOWER, WITHIN, UNCLEAR, TOO_FEW = "faster", "slower", "within", "unclear", "too few machines"
 DIRECTIONAL = (FASTER, SLOWER)
 RANGE = "range"  # the interval word for the lowest to the highest machine: no confidence claimed
-BACKEND_NAMES = {"metal": "Metal", "cuda": "CUDA", "cpu": "CPU", "vulkan": "Vulkan", "sycl": "SYCL", "hip": "HIP"}
 
 
 def percent(fraction: float) -> str:
@@ -25,41 +22,19 @@ def percent(fraction: float) -> str:
     return f"{round(fraction * 100, 2):g}%"
 
 
-def _format_change(speedup: float | None) -> str:
-    """+42% for 1.42; effects under 1% with one decimal (+0.4%); zero is "±0%", never "-0%"."""
-    if speedup is None or not math.isfinite(speedup):
-        return "–"
-    change = (speedup - 1.0) * 100
-    tenths = round(change, 1)
-    if tenths == 0:
-        return "±0%"
-    sign = "+" if tenths > 0 else "−"
-    if abs(tenths) < 1:
-        return f"{sign}{abs(tenths):.1f}%"
-    return f"{sign}{abs(round(change))}%"
-
-
-def _format_interval(low: float | None, high: float | None) -> str:
-    """ "+3% to +9%"; a range whose ends print equal is printed once."""
-    first, last = format_change(low), format_change(high)
-    return first if first == last else f"{first} to {last}"
-
-
 verdict_label = stats.verdict_label  # "within" names its threshold: "within ±2%"
 evidence_key = stats.evidence_key  # the ranking's order: what the data support, not the point estimate
 ABOUT_VERDICTS: str = stats.ABOUT_VERDICTS  # the About page's five sentences
 
-# markdown.format_change predates the version-3 display rules; format_interval arrives with them.
-_V3_MARKDOWN = hasattr(markdown, "format_interval")
-format_change: Callable[[float | None], str] = markdown.format_change if _V3_MARKDOWN else _format_change
-format_interval: Callable[[float | None, float | None], str] = getattr(markdown, "format_interval", _format_interval)
+format_change = markdown.format_change  # "+42%", "+0.4%" under 1%, "±0.0%" only for a change under 0.05%
+format_interval = markdown.format_interval  # "+3% to +9%"; once when both ends print the same
 
 
 def effect_text(speedup: float | None, verdict: str = "") -> str:
     """The effect beside its verdict: a verdict never stands beside an effect printed as zero, so a
-    small effect that has one gets the digits that show it (only an exact zero prints "±0%")."""
+    small effect that has one gets the digits that show it (only an exact zero prints "±0.0%")."""
     text = format_change(speedup)
-    if verdict and text == "±0%" and speedup is not None and speedup != 1.0:
+    if verdict and not any(digit in text for digit in "123456789") and speedup is not None and speedup != 1.0:
         change = (speedup - 1.0) * 100
         digits = next((d for d in range(2, 9) if round(abs(change), d)), 9)
         text = f"{'+' if change > 0 else '−'}{abs(change):.{digits}f}%"
@@ -104,10 +79,6 @@ def threshold_note(min_effect: float) -> str:
         f"Verdicts: “faster” or “slower” is a change of at least {percent(min_effect)} that the evidence shows; "
         f"“within ±{percent(min_effect)}” is a change the evidence bounds inside ±{percent(min_effect)}."
     )
-
-
-def backend_name(backend: str) -> str:
-    return BACKEND_NAMES.get(backend.lower(), backend)
 
 
 def control_label(backend: str) -> str:

@@ -1,6 +1,6 @@
 """Issue 30, point 1 (the agent's side): a key is one machine. A home directory copied to another
 machine makes a new key there, says so in one sentence, and links it to the same handle with both
-signatures (PROTOCOL.md section 3)."""
+signatures (docs/protocol.md section 3)."""
 
 from __future__ import annotations
 

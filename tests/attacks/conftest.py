@@ -15,7 +15,7 @@ import requests
 from benchhub_protocol import envelope
 from django.core.cache import cache
 
-from tests.conftest import registration_envelope, submission_envelope
+from tests.conftest import signed_registration, signed_submission
 
 # The production defaults: the suite's own environment lifts the registration limits for the
 # other tests (pyproject.toml), and these tests put them back.
@@ -42,12 +42,12 @@ class Attacker:
         return response
 
     def register(self, signer: envelope.Signer, handle: str, address: str = "192.0.2.1") -> requests.Response:
-        return self.post("/api/v1/contributors/", registration_envelope(signer, handle), address)
+        return self.post("/api/v1/contributors/", signed_registration(signer, handle), address)
 
     def submit(
         self, payload: Mapping[str, Any], signer: envelope.Signer, address: str = "192.0.2.1"
     ) -> requests.Response:
-        return self.post("/api/v1/submissions/", submission_envelope(payload, signer), address)
+        return self.post("/api/v1/submissions/", signed_submission(payload, signer), address)
 
 
 def fresh_key(name: str) -> envelope.Signer:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import requests
+from benchhub_protocol.payloads import signed_withdrawal
 from django.contrib.auth.models import User
 from markdown_it import MarkdownIt
 
@@ -18,7 +19,6 @@ from benchhub.results import moderation
 from benchhub.results.models import Submission
 from tests.attacks.conftest import Attacker
 from tests.conftest import build_payload, persona
-from tests.recompute.scenario import withdrawal_envelope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,7 +108,7 @@ def test_contributor_links_and_images_in_the_markdown_export_stay_text(attacker:
 def test_a_withdrawal_keeps_the_moderators_hide_reason_beside_its_own(attacker: Attacker, ada_submission: str) -> None:
     moderation.set_hidden(Submission.objects.filter(pk=ada_submission), True, None, "fabricated rows")  # type: ignore[arg-type]
     response = attacker.post(
-        f"/api/v1/submissions/{ada_submission}/withdraw", withdrawal_envelope(ada_submission, persona("ada"))
+        f"/api/v1/submissions/{ada_submission}/withdraw", signed_withdrawal(ada_submission, persona("ada"))
     )
     assert response.status_code == 200
     reason = attacker.get(f"/api/v1/submissions/{ada_submission}/").json()["state_reason"]
@@ -118,7 +118,7 @@ def test_a_withdrawal_keeps_the_moderators_hide_reason_beside_its_own(attacker: 
 def test_a_banned_key_cannot_withdraw(attacker: Attacker, ada_submission: str) -> None:
     moderation.set_banned(PublicKey.objects.all(), True, None, "banned")  # type: ignore[arg-type]
     response = attacker.post(
-        f"/api/v1/submissions/{ada_submission}/withdraw", withdrawal_envelope(ada_submission, persona("ada"))
+        f"/api/v1/submissions/{ada_submission}/withdraw", signed_withdrawal(ada_submission, persona("ada"))
     )
     assert (response.status_code, response.json()["error"]) == (403, "key_banned")
     assert Submission.objects.get(pk=ada_submission).withdrawn_at is None

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from benchhub_protocol.payloads import signed_withdrawal
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.utils import timezone
@@ -17,7 +18,6 @@ from benchhub.results import cells
 from benchhub.results.models import Submission
 from tests.attacks.conftest import Attacker, fresh_key
 from tests.conftest import build_payload, persona
-from tests.recompute.scenario import withdrawal_envelope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,5 +91,5 @@ def test_a_retired_networks_keys_leave_every_cell_and_can_neither_submit_nor_wit
     assert ModerationEvent.objects.filter(action="retire_key").count() == 5
     again = attacker.submit(build_payload(tg=forged), sybils[0])
     assert (again.status_code, again.json()["error"]) == (403, "key_banned")
-    withdrawn = attacker.post(f"/api/v1/submissions/{ids[0]}/withdraw", withdrawal_envelope(ids[0], sybils[0]))
+    withdrawn = attacker.post(f"/api/v1/submissions/{ids[0]}/withdraw", signed_withdrawal(ids[0], sybils[0]))
     assert (withdrawn.status_code, withdrawn.json()["error"]) == (403, "key_banned")

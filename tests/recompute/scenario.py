@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_withdrawal
 from django.contrib.auth.models import AnonymousUser
 
 from benchhub.results import cells, moderation
@@ -16,11 +16,6 @@ from benchhub.results.models import Submission
 from tests.conftest import Api, build_payload, persona
 
 HANDLES = ("ada", "bob", "cole", "dina")
-
-
-def withdrawal_envelope(submission_id: str, signer: envelope.Signer) -> bytes:
-    payload = {"schema_version": 1, "submission": submission_id, "created_at": "2026-12-03T10:00:00Z"}
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.WITHDRAWAL_TYPE, [signer]))
 
 
 def _payload(rng: random.Random, index: int) -> dict[str, Any]:
@@ -78,5 +73,5 @@ def populate(api: Api, submissions: int = 40, seed: int = 7) -> None:
     moderation.set_hidden(Submission.objects.filter(pk=ids[0][0]), True, AnonymousUser(), "spam")
     withdrawn, owner = ids[1]
     url = f"/api/v1/submissions/{withdrawn}/withdraw"
-    assert api.post(url, withdrawal_envelope(withdrawn, signers[owner])).status_code == 200
+    assert api.post(url, signed_withdrawal(withdrawn, signers[owner])).status_code == 200
     cells.refresh_all_cells()

@@ -7,6 +7,7 @@ import base64
 import copy
 import gzip
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -314,3 +315,23 @@ def test_a_withdrawal_must_be_signed_by_the_submissions_key(tmp_path: Path, caps
         line["withdrawal"] = forged
         code, _ = run_main(capsys, "--snapshot", str(builder.write(tmp_path)))
         assert code == expected
+
+
+def test_without_pynacl_it_says_so_in_one_sentence_and_exits_4(tmp_path: Path) -> None:
+    """A Python without PyNaCl (an importable stand-in that fails as a missing module does): no
+    traceback, and not exit 1, which means "cells differ"."""
+    (tmp_path / "nacl").mkdir()
+    (tmp_path / "nacl" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'nacl'\")\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--snapshot", str(tmp_path / "none.jsonl.gz")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "pip install pynacl" in done.stderr
+    shown = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert shown.returncode == 0 and "4 PyNaCl is missing" in shown.stdout

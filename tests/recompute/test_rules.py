@@ -1,5 +1,5 @@
 """The standalone recompute (scripts/recompute_cells.py) against hand-computed cells: every rule of
-cells v2 (PROTOCOL.md 5.1, settled by the lead's cells-v2 page), without a server."""
+cells v2 (docs/protocol.md section 7, settled by the lead's cells-v2 page), without a server."""
 
 from __future__ import annotations
 

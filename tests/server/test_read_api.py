@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 5 reads: leaderboard, submissions, campaigns and manifest, measurements,
+"""docs/protocol.md section 6 reads: leaderboard, submissions, campaigns and manifest, measurements,
 CSV, the OpenAPI schema, and JSON errors."""
 
 from __future__ import annotations

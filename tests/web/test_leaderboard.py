@@ -86,7 +86,7 @@ def test_it_writes_the_published_form(baseline: float, value: float, expected: s
 
 
 def test_it_writes_parity_and_missing_values_plainly() -> None:
-    assert leaderboard.format_change(1.0) == "±0%"
+    assert leaderboard.format_change(1.0) == "±0.0%"
     assert leaderboard.pair_text(None, None, None) == "–→– (–)"
 
 

@@ -14,10 +14,10 @@ from .test_leaderboard import Cell
 @pytest.mark.parametrize(
     ("speedup", "text"),
     [
-        (1.0, "±0%"),
+        (1.0, "±0.0%"),
         (1.004, "+0.4%"),  # under 1%: one decimal, never "+0%"
         (0.996, "−0.4%"),
-        (0.9996, "±0%"),  # rounds to zero: no "-0%"
+        (0.9996, "±0.0%"),  # rounds to zero: no "-0%"
         (1.0096, "+1%"),
         (1.42, "+42%"),
         (0.8, "−20%"),
@@ -31,14 +31,14 @@ def test_an_effect_under_one_percent_has_one_decimal_and_zero_has_no_sign(speedu
 def test_a_verdict_never_stands_beside_an_effect_printed_as_zero() -> None:
     assert words.effect_text(1.0004, "faster") == "+0.04%"
     assert words.effect_text(0.9996, "within") == "−0.04%"
-    assert words.effect_text(1.0, "within") == "±0%"  # exactly no change
-    assert words.effect_text(1.0004) == "±0%"  # no verdict beside it
+    assert words.effect_text(1.0, "within") == "±0.0%"  # exactly no change
+    assert words.effect_text(1.0004) == "±0.0%"  # no verdict beside it
 
 
 def test_a_range_whose_ends_print_equal_prints_once() -> None:
     assert words.format_interval(1.371, 1.374) == "+37%"
     assert words.format_interval(1.03, 1.09) == "+3% to +9%"
-    assert words.format_interval(0.999, 1.0001) == "−0.1% to ±0%"
+    assert words.format_interval(0.999, 1.0001) == "−0.1% to ±0.0%"
 
 
 def test_within_is_written_from_the_campaigns_threshold() -> None:

@@ -12,6 +12,7 @@ from drf_spectacular.utils import OpenApiExample
 
 ENVELOPES: dict[str, Any] = json.loads((Path(__file__).with_name("openapi_envelopes.json")).read_text())
 SUBMISSION_ID = "019ad1c3-5e2a-7c41-9b7e-2f4c8d1a6e03"
+VARIANT_COMMIT = "836d57176dc699a726c55418e4f96b8ca628e1bf"  # the commit the variant was built from
 MODEL_SHA256 = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 
 REGISTRATION = OpenApiExample(
@@ -70,24 +71,34 @@ LEADERBOARD = [
                     "model_sha256": MODEL_SHA256,
                     "quant": "IQ2_XXS",
                     "variant": "01",
+                    "commit": VARIANT_COMMIT,
                     "batch_size": 4,
                     "baseline_tg_tps": 148.0,
                     "tg_tps": 209.9,
                     "speedup": 1.4182,
-                    "interval": "range",
+                    "interval": "95%, page-wise",
                     "ci_low": 1.3901,
                     "ci_high": 1.4405,
-                    "verdict": "too few machines",
+                    "predict_low": 1.3702,
+                    "predict_high": 1.4611,
+                    "predict_level": 0.8,
+                    "verdict": "faster",
+                    "min_effect": 0.02,
                     "n_machines": 3,
                     "n_submissions": 4,
                     "n_contributors": 3,
+                    "n_pending": 1,
                     "excluded": {
                         "hidden": 0,
+                        "withdrawn": 0,
+                        "held": 0,
                         "correctness_failed": 0,
                         "correctness_not_run": 1,
                         "degenerate_output": 0,
                         "run_state": 0,
                     },
+                    "backend": "metal",
+                    "control": False,
                 }
             ],
         },
@@ -129,7 +140,9 @@ MEASUREMENT = [
             "gpu_cores": 20,
             "model_sha256": MODEL_SHA256,
             "quant": "IQ2_XXS",
+            "backend": "metal",
             "variant": "01",
+            "commit": VARIANT_COMMIT,
             "batch_size": 4,
             "n_rounds": 2,
             "tg_tps": 209.9,

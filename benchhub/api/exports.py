@@ -1,6 +1,7 @@
 """The measurements CSV: the JSON list's columns plus what a spreadsheet needs beside them (the
-model, the date, demo, degenerate output, the cell's verdict and interval kind), with floats rounded
-to what was measured."""
+model, the machine (its key: a machine is a key, as in every count of machines), the date, demo,
+degenerate output, and its cell's verdict, interval words, threshold and control flag), with floats
+rounded to what was measured."""
 
 from __future__ import annotations
 
@@ -22,20 +23,24 @@ _MEASUREMENT_SOURCES = {
     "campaign": "campaign__slug",
     "contributor": "contributor__handle",
     "variant": "variant_name",
+    "machine": "key__keyid",
 }
-_EXTRA = ("model", "received_at", "demo", "degenerate", "verdict", "interval")
+_EXTRA = ("model", "machine", "received_at", "demo", "degenerate", "verdict", "interval", "min_effect", "control")
 CSV_COLUMNS: tuple[str, ...] = (*serializers.MeasurementSerializer.Meta.fields, *_EXTRA)
 CSV_SOURCES: tuple[str, ...] = tuple(_MEASUREMENT_SOURCES.get(column, column) for column in CSV_COLUMNS)
 
 
 def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
     """The extra columns as annotations: one query, streamed; the cell's verdict through its unique key."""
-    cell = LeaderboardCell.objects.filter(
+    # gpu_cores is null off Apple GPUs, and NULL = NULL is not true: compared as the cells' key does.
+    cell = LeaderboardCell.objects.annotate(cores=Coalesce("gpu_cores", -1)).filter(
         campaign=OuterRef("campaign"),
         chip=OuterRef("chip"),
-        gpu_cores=OuterRef("gpu_cores"),
+        cores=Coalesce(OuterRef("gpu_cores"), Value(-1)),
         model_sha256=OuterRef("model_sha256"),
+        backend=OuterRef("backend"),
         variant=OuterRef("variant_name"),
+        commit=OuterRef("commit"),
         batch_size=OuterRef("batch_size"),
     )
     return measurements.annotate(
@@ -45,6 +50,8 @@ def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
         degenerate=Exists(GenerationCheck.objects.filter(variant=OuterRef("variant"), degenerate=True)),
         verdict=Subquery(cell.values("verdict")[:1]),
         interval=Subquery(cell.values("interval")[:1]),
+        min_effect=Subquery(cell.values("min_effect")[:1]),
+        control=Subquery(cell.values("control")[:1]),
     )
 
 

@@ -3,7 +3,7 @@ verified byte for byte by benchhub.results.ingest, never by a serializer)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_serializer
@@ -73,7 +73,9 @@ class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
             "gpu_cores",
             "model_sha256",
             "quant",
+            "backend",
             "variant",
+            "commit",
             "batch_size",
             "n_rounds",
             "tg_tps",
@@ -190,22 +192,59 @@ class SubmissionDetailSerializer(SubmissionSerializer):
 
 
 class ExcludedSerializer(serializers.Serializer[Any]):
-    hidden = serializers.IntegerField()
+    hidden = serializers.IntegerField(help_text="hidden by a moderator")
+    withdrawn = serializers.IntegerField(help_text="withdrawn by its contributor")
+    held = serializers.IntegerField(help_text="held in quarantine (implausible numbers) or for a model-file conflict")
     correctness_failed = serializers.IntegerField()
-    correctness_not_run = serializers.IntegerField()
-    degenerate_output = serializers.IntegerField()
-    run_state = serializers.IntegerField()
+    correctness_not_run = serializers.IntegerField(help_text="a check that did not run is never a pass")
+    degenerate_output = serializers.IntegerField(help_text="the variant's output loops while the baseline's is clean")
+    run_state = serializers.IntegerField(help_text="on battery, low power mode or thermal pressure")
+
+
+# What each row field is (PROTOCOL.md 5.1, version 3): the OpenAPI document says it beside the field.
+ROW_HELP = {
+    "chip": "the chip as the machines report it",
+    "gpu_cores": "GPU core count; null off Apple GPUs",
+    "model": "display name of the model file (its label, else its file name); two files may share one",
+    "model_sha256": "sha256 of the GGUF file: what tells model files apart",
+    "quant": "the file's file_type, e.g. IQ2_XXS",
+    "variant": "the campaign's variant name",
+    "commit": "the commit the variant was built from: the manifest's, or the resolved commit of a ref it follows",
+    "batch_size": "decode batch size",
+    "baseline_tg_tps": "the typical machine's baseline decode t/s",
+    "tg_tps": "baseline_tg_tps x speedup, so the three numbers shown always agree",
+    "speedup": "estimate of the typical machine's ratio variant / baseline (round-paired within a submission)",
+    "ci_low": "lower end of the interval named by `interval`",
+    "ci_high": "upper end of the interval named by `interval`",
+    "predict_low": "lower end of where one more machine of this chip is expected to fall, at predict_level",
+    "predict_high": "upper end of where one more machine of this chip is expected to fall, at predict_level",
+    "predict_level": "share of machines the prediction range is meant to hold, e.g. 0.8; null with none",
+    "min_effect": "the campaign's smallest effect worth reporting, as a fraction (0.02: 2%)",
+    "n_machines": "machines counted: a machine is a registered key, however many submissions it sent",
+    "n_submissions": "submissions counted",
+    "n_contributors": "handles counted (one handle may hold several keys, one per machine)",
+    "n_pending": "machines whose keys are still on probation: their rows enter the cell when it ends",
+    "backend": "the backend the rows ran on (metal, cuda, cpu...)",
+    "control": "true where the campaign's patches do not touch this backend: an A/A control, not evidence",
+}
 
 
 class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
-    """One cell (docs/protocol.md section 7)."""
+    """One cell (docs/protocol.md section 7, cells version 3)."""
 
     excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
-    interval = serializers.ChoiceField(
-        choices=["95%", "range"],
+    interval = serializers.CharField(
         allow_null=True,
-        help_text='"95%": [ci_low, ci_high] is a distribution-free 95% interval of the median over machines (6 or '
-        'more); "range": min and max over 2-5 machines; null for one machine',
+        help_text='what [ci_low, ci_high] is, in words: e.g. "95%, page-wise" (an interval for the typical '
+        'machine, simultaneous over the chip page\'s cells), "range" (lowest to highest machine, no confidence '
+        "claimed); null where there is none (docs/method.md)",
+    )
+    verdict = serializers.ChoiceField(
+        choices=["faster", "slower", "within", "unclear", "too few machines"],
+        help_text="faster/slower: a change of at least min_effect the evidence shows; within: the evidence bounds "
+        'the change inside ±min_effect (pages write "within ±2%"); unclear: neither, with enough machines; '
+        "too few machines: below the method's minimum. On one chip page identical code shows any faster or "
+        "slower with probability at most 5%",
     )
 
     class Meta:
@@ -217,6 +256,7 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
             "model_sha256",
             "quant",
             "variant",
+            "commit",
             "batch_size",
             "baseline_tg_tps",
             "tg_tps",
@@ -224,12 +264,22 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
             "interval",
             "ci_low",
             "ci_high",
+            "predict_low",
+            "predict_high",
+            "predict_level",
             "verdict",
+            "min_effect",
             "n_machines",
             "n_submissions",
             "n_contributors",
+            "n_pending",
             "excluded",
+            "backend",
+            "control",
         )
+        extra_kwargs: ClassVar[dict[str, dict[str, str]]] = {
+            name: {"help_text": text} for name, text in ROW_HELP.items()
+        }
 
 
 @extend_schema_serializer(examples=examples.LEADERBOARD)

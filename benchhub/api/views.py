@@ -120,11 +120,13 @@ class LeaderboardView(APIView):
         summary="Leaderboard cells of a campaign",
         responses=serializers.LeaderboardSerializer,
         description=(
-            "One row per cell (chip, gpu_cores, model file, variant, batch_size), docs/protocol.md section 7: a "
-            "submission's speedup is the median over its rounds of the round-paired ratio; a machine's is the "
-            "median of its submissions'; speedup and baseline_tg_tps are medians over machines, and tg_tps = "
-            "baseline_tg_tps x speedup. interval says what [ci_low, ci_high] is: '95%' (6 or more machines), "
-            "'range' (2-5) or null (one machine). Without `model`, the cells of every model of the campaign. "
+            "One row per cell (chip, gpu_cores, model file, backend, variant, commit, batch_size), docs/protocol.md "
+            "section 7 (cells version 3): a submission's speedup is the median over its rounds of the round-paired "
+            "ratio; a machine is a registered key, and its value the median of its submissions'; speedup estimates the "
+            "typical machine's ratio, and tg_tps = baseline_tg_tps x speedup. interval names [ci_low, ci_high] in "
+            "words, [predict_low, predict_high] is where one more machine is expected at predict_level, and verdict "
+            "is judged against min_effect. Rows with control true ran on a backend the patches do not touch (an A/A "
+            "control). Without `model`, the cells of every model of the campaign. "
             "While cells keep changing the board is served as last rendered for at most "
             "BENCHHUB_BOARD_MAX_STALENESS_SECONDS (5 by default), then rendered again."
         ),
@@ -157,7 +159,7 @@ def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], condi
     queries. Keyed by the recognised filter values in their stored spelling, never by raw text."""
 
     def render() -> bytes:
-        ordered = cells.order_by("chip", "gpu_cores", "model_sha256", "batch_size", "variant")
+        ordered = cells.order_by("chip", "gpu_cores", "model_sha256", "backend", "batch_size", "variant", "commit")
         rows = [
             dict(zip(LEADERBOARD_FIELDS, values, strict=True)) for values in ordered.values_list(*LEADERBOARD_FIELDS)
         ]
@@ -249,8 +251,9 @@ class MeasurementsCsvView(MeasurementsView):
     @extend_schema(
         summary="All matching measurements as CSV",
         description=(
-            "The measurements' columns plus the model, the submission's date and demo flag, whether the variant's "
-            "output was degenerate, and its cell's verdict and interval kind; t/s rounded to 2 decimals (what "
+            "The measurements' columns plus the model, the machine (its key's keyid: a machine is a key), the "
+            "submission's date and demo flag, whether the variant's output was degenerate, and its own cell's "
+            "verdict, interval words, min_effect and control flag; t/s rounded to 2 decimals (what "
             "llama-batched-bench prints), speedups to 4 (docs/api.md)."
         ),
         parameters=filters.parameters(*MEASUREMENT_FILTERS),

@@ -14,8 +14,9 @@ from django.views.decorators.http import require_safe
 from benchhub.accounts.models import Contributor
 from benchhub.results.models import Submission
 from benchhub.web import charts
-from benchhub.web.leaderboard import chip_label, format_pair, interval_note, short_id, speedup_series
+from benchhub.web.leaderboard import CellRow, chip_label, pair_text, short_id
 from benchhub.web.pages import Chart, Page, submission_series
+from benchhub.web.series import speedup_series
 from benchhub.web.views import (
     CampaignChoice,
     UnknownFilter,
@@ -24,6 +25,15 @@ from benchhub.web.views import (
     chips_by_slug,
     compared_variant,
     pick_campaign,
+)
+from benchhub.web.words import (
+    control_label,
+    interval_note,
+    model_names,
+    pending_note,
+    prediction_note,
+    short_sha,
+    threshold_note,
 )
 
 
@@ -44,35 +54,54 @@ def _as_uuid(text: str) -> uuid.UUID | None:
 def _chip_comparison(
     campaign: CampaignChoice, variant: str, left: tuple[str, int | None], right: tuple[str, int | None]
 ) -> tuple[list[Chart], list[CompareLine]]:
+    """One chart and one block of lines per model file (by sha256) and backend; a variant that
+    follows a ref is compared commit by commit."""
     both = cell_rows(campaign__slug=campaign.slug, variant=variant, chip__in=[left[0], right[0]])
     cells = [c for c in both if (c.chip, c.gpu_cores) in (left, right)]
     chart_list = []
     lines = []
-    models = sorted({(c.model, c.quant, c.model_sha256) for c in cells})
-    for index, (model, quant, sha256) in enumerate(models):
-        same_model = [c for c in cells if c.model_sha256 == sha256]
-        series = speedup_series(same_model, [], quant, variant)
+    names = model_names([(c.model, c.model_sha256) for c in cells])
+    files = sorted({(names[c.model_sha256], c.quant, c.model_sha256, c.backend, c.control) for c in cells})
+    for index, (model, quant, sha256, backend, control) in enumerate(files):
+        title = f"{model} ({quant}){f', {control_label(backend)}' if control else ''}"
+        same_model = [c for c in cells if (c.model_sha256, c.backend) == (sha256, backend)]
+        series = speedup_series([c._replace(control=False) for c in same_model], [], quant, variant)
         chart_list.append(
             Chart(
                 f"compare-{index}",
-                f"{model} ({quant}): speedup of {variant} on both chips",
-                charts.speedup_figure(series, f"{model} ({quant}): {variant} over {campaign.baseline}"),
+                f"{title}: speedup of {variant} on both chips",
+                charts.speedup_figure(series, f"{title}: {variant} over {campaign.baseline}"),
             )
         )
-        by_side: dict[tuple[int, tuple[str, int | None]], str] = {}
+        commits = {c.commit for c in same_model}
+        by_side: dict[tuple[int, str, tuple[str, int | None]], str] = {}
         for c in same_model:
-            text = format_pair(c.baseline_tg_tps, c.tg_tps, c.speedup) if c.n_machines else "excluded"
-            note = interval_note(c.interval, c.ci_low, c.ci_high, c.n_machines)
-            by_side[(c.batch_size, (c.chip, c.gpu_cores))] = f"{text}, {note}"
-        for batch_size in sorted({bs for bs, _ in by_side}):
+            by_side[(c.batch_size, c.commit, (c.chip, c.gpu_cores))] = cell_text(c)
+        for batch_size, commit in sorted({(bs, commit) for bs, commit, _ in by_side}):
+            at = f" at {short_sha(commit)}" if len(commits) > 1 or variant in campaign.followers else ""
             lines.append(
                 CompareLine(
-                    f"{model} ({quant}) BS{batch_size}",
-                    by_side.get((batch_size, left), "–"),
-                    by_side.get((batch_size, right), "–"),
+                    f"{title} BS{batch_size}{at}",
+                    by_side.get((batch_size, commit, left), "–"),
+                    by_side.get((batch_size, commit, right), "–"),
                 )
             )
     return chart_list, lines
+
+
+def cell_text(c: CellRow) -> str:
+    """A cell in one line: the numbers, what the interval is, where a new machine falls, the
+    verdict in words and the machines pending."""
+    if not c.n_machines:
+        return ", ".join(["excluded", *([pending_note(c.n_pending)] if c.n_pending else [])])
+    parts = [
+        pair_text(c.baseline_tg_tps, c.tg_tps, c.speedup, c.verdict),
+        interval_note(c.interval, c.ci_low, c.ci_high, c.n_machines),
+        prediction_note(c.predict_low, c.predict_high, c.predict_level),
+        c.verdict_text,
+        pending_note(c.n_pending),
+    ]
+    return ", ".join(part for part in parts if part)
 
 
 def _submission_comparison(left: Submission, right: Submission) -> tuple[list[Chart], list[CompareLine]]:
@@ -88,7 +117,7 @@ def _submission_comparison(left: Submission, right: Submission) -> tuple[list[Ch
     cells: dict[tuple[str, int], dict[object, str]] = defaultdict(dict)
     for side in (left, right):
         for m in measured[side.pk]:
-            text = format_pair(m.baseline_tg_tps, m.tg_tps, m.speedup)
+            text = pair_text(m.baseline_tg_tps, m.tg_tps, m.speedup)
             cells[(m.variant_name, m.batch_size)][side.pk] = text + (" excluded" if m.excluded_reason else "")
     lines = [
         CompareLine(f"{variant} BS{bs}", values.get(left.pk, "–"), values.get(right.pk, "–"))
@@ -167,6 +196,7 @@ def _compare(request: HttpRequest) -> HttpResponse:
             right=chip_label(*chips[b]),
             charts=chart_list,
             lines=lines,
+            threshold=threshold_note(campaign.min_effect),
         )
         return render(request, "web/compare.html", context)
     ids = [_as_uuid(a), _as_uuid(b)]

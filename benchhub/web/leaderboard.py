@@ -11,10 +11,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from benchhub_protocol.markdown import format_change, format_pair, format_tps
+from benchhub_protocol.markdown import format_tps
 from django.utils.text import slugify
 
-from benchhub.web.charts import Point, Series
+from benchhub.web.words import (
+    control_label,
+    effect_text,
+    format_change,
+    interval_note,
+    model_names,
+    pending_note,
+    plural,
+    prediction_note,
+    short_sha,
+    verdict_label,
+)
+
+__all__ = ["format_change", "interval_note", "plural"]  # re-exported for ranking and compare
 
 AMORTISATION_FROM, AMORTISATION_TO = 1, 8
 CHIP_GENERATIONS = ("M1", "M2", "M3", "M4", "M5")
@@ -43,6 +56,18 @@ class CellRow(NamedTuple):
     n_submissions: int
     n_contributors: int
     excluded: dict[str, int]
+    commit: str = ""
+    backend: str = ""
+    predict_low: float | None = None
+    predict_high: float | None = None
+    predict_level: float | None = None
+    min_effect: float = 0.02
+    control: bool = False
+    n_pending: int = 0
+
+    @property
+    def verdict_text(self) -> str:
+        return verdict_label(self.verdict, self.min_effect)
 
 
 class ReferenceLike(Protocol):
@@ -94,7 +119,9 @@ class CellView:
 
 
 EXCLUSION_LABELS = {
-    "hidden": "hidden or held for a moderator",
+    "hidden": "hidden by a moderator",
+    "withdrawn": "withdrawn",
+    "held": "held for a moderator",
     "correctness_failed": "correctness failed",
     "correctness_not_run": "correctness not run",
     "degenerate_output": "degenerate output",
@@ -108,29 +135,29 @@ def exclusion_notes(excluded: dict[str, int]) -> tuple[str, ...]:
     )
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def interval_note(interval: str | None, low: float | None, high: float | None, n_machines: int) -> str:
-    """What the interval is, in words: a page never writes "95%" beside a range."""
-    if interval == "95%" and low is not None and high is not None:
-        return f"95% CI {format_change(low)} to {format_change(high)}, {plural(n_machines, 'machine')}"
-    if interval == "range" and low is not None and high is not None:
-        return f"range of {plural(n_machines, 'machine')}: {format_change(low)} to {format_change(high)}"
-    return plural(n_machines, "machine")
+def pair_text(baseline: float | None, value: float | None, speedup: float | None, verdict: str = "") -> str:
+    """`148.0→209.9 (+42%)`; the change is the speedup given (a median over machines is not always
+    the ratio of the two medians shown), printed so that a verdict never stands beside a zero."""
+    if speedup is None and baseline and value is not None:
+        speedup = value / baseline
+    return f"{format_tps(baseline)}→{format_tps(value)} ({effect_text(speedup, verdict)})"
 
 
 def cell_view(cell: CellRow | None, batch_size: int) -> CellView:
     if cell is None:
         return CellView(batch_size, "", (), "empty")
     excluded = exclusion_notes(cell.excluded)
+    pending = tuple(note for note in (pending_note(cell.n_pending),) if note)
     if cell.n_machines == 0:
-        return CellView(batch_size, "excluded", excluded, "excluded")
-    details = (interval_note(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines), cell.verdict)
-    text = format_pair(cell.baseline_tg_tps, cell.tg_tps, cell.speedup)
+        return CellView(batch_size, "pending" if pending else "excluded", (*pending, *excluded), "excluded")
+    notes = (
+        interval_note(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines),
+        prediction_note(cell.predict_low, cell.predict_high, cell.predict_level),
+        cell.verdict_text,
+    )
+    text = pair_text(cell.baseline_tg_tps, cell.tg_tps, cell.speedup, cell.verdict)
     counts = f"{plural(cell.n_submissions, 'submission')}, {plural(cell.n_contributors, 'contributor')}"
-    return CellView(batch_size, text, (*details, *excluded), "measured", counts)
+    return CellView(batch_size, text, (*(n for n in notes if n), *pending, *excluded), "measured", counts)
 
 
 @dataclass(frozen=True)
@@ -139,6 +166,11 @@ class VariantRow:
     is_baseline: bool
     cells: tuple[CellView, ...]
     amortisation: str
+    commit: str = ""  # set where the variant follows a ref: the resolved commit its cells are keyed by
+
+    @property
+    def short_commit(self) -> str:
+        return short_sha(self.commit)
 
 
 @dataclass(frozen=True)
@@ -169,13 +201,20 @@ class ChipQuantGroup(ChipNamed):
     chip: str
     gpu_cores: int | None
     quant: str
-    model: str
+    model: str  # the display name, with a short sha where two files of the board share it
     batch_sizes: list[int] = field(default_factory=list)
     rows: list[VariantRow] = field(default_factory=list)
     references: list[ReferenceTable] = field(default_factory=list)
     model_sha256: str = ""
+    backend: str = ""
+    control: bool = False
+    min_effect: float = 0.02
     demo: bool = False  # demo submissions made these rows
     excluded: str = ""  # why no machine counts, when none does
+
+    @property
+    def control_label(self) -> str:
+        return control_label(self.backend) if self.control else ""
 
 
 def amortisation(by_batch: dict[int, float | None]) -> str:
@@ -204,7 +243,9 @@ def _baseline_by_batch(cells: Sequence[CellRow], baseline: str) -> dict[int, flo
     return values
 
 
-def _group_rows(cells: Sequence[CellRow], baseline: str, declared: Sequence[str]) -> list[VariantRow]:
+def _group_rows(
+    cells: Sequence[CellRow], baseline: str, declared: Sequence[str], followers: Iterable[str] = ()
+) -> list[VariantRow]:
     batch_sizes = sorted({cell.batch_size for cell in cells})
     baseline_tps = _baseline_by_batch(cells, baseline)
     rows = [
@@ -215,21 +256,24 @@ def _group_rows(cells: Sequence[CellRow], baseline: str, declared: Sequence[str]
             amortisation=amortisation(baseline_tps),
         )
     ]
-    by_variant: dict[str, dict[int, CellRow]] = defaultdict(dict)
+    # A variant that follows a ref has one row per resolved commit: two commits never pool.
+    by_variant: dict[str, dict[str, dict[int, CellRow]]] = defaultdict(lambda: defaultdict(dict))
     for cell in cells:
         if cell.variant != baseline:
-            by_variant[cell.variant][cell.batch_size] = cell
+            by_variant[cell.variant][cell.commit][cell.batch_size] = cell
+    following = set(followers)
     for variant in _variant_order(by_variant, declared):
-        found = by_variant[variant]
-        tps = {bs: cell.tg_tps for bs, cell in found.items() if cell.n_machines}
-        rows.append(
-            VariantRow(
-                variant=variant,
-                is_baseline=False,
-                cells=tuple(cell_view(found.get(bs), bs) for bs in batch_sizes),
-                amortisation=amortisation(tps),
+        for commit, found in sorted(by_variant[variant].items()):
+            tps = {bs: cell.tg_tps for bs, cell in found.items() if cell.n_machines}
+            rows.append(
+                VariantRow(
+                    variant=variant,
+                    is_baseline=False,
+                    cells=tuple(cell_view(found.get(bs), bs) for bs in batch_sizes),
+                    amortisation=amortisation(tps),
+                    commit=commit if variant in following or len(by_variant[variant]) > 1 else "",
+                )
             )
-        )
     return rows
 
 
@@ -241,40 +285,57 @@ def _reference_tables(refs: Sequence[ReferenceLike], batch_sizes: Sequence[int])
     for (machine, model, variant), rows in sorted(by_table.items()):
         any_row = next(iter(rows.values()))
         cells = tuple(
-            CellView(bs, format_pair(r.baseline_tg_tps, r.tg_tps, r.tg_tps / r.baseline_tg_tps), (), "measured")
+            CellView(bs, pair_text(r.baseline_tg_tps, r.tg_tps, r.tg_tps / r.baseline_tg_tps), (), "measured")
             if (r := rows.get(bs))
             else CellView(bs, "", (), "empty")
             for bs in batch_sizes
         )
         tables.append(ReferenceTable(f"{machine}, {model}, {variant}", any_row.source, any_row.source_url, cells))
+
     return tables
 
 
 def build_board(
-    cells: Iterable[CellRow], references: Iterable[ReferenceLike], baseline: str, declared: Sequence[str]
+    cells: Iterable[CellRow],
+    references: Iterable[ReferenceLike],
+    baseline: str,
+    declared: Sequence[str],
+    followers: Iterable[str] = (),
 ) -> list[ChipQuantGroup]:
-    """One group per (chip, GPU cores, model file) holding crowd rows; published rows of the same
-    chip and quant sit in the group as separate reference tables, and chips known only from
-    published rows get a group of their own with no crowd rows."""
-    crowd: dict[tuple[str, int, str], list[CellRow]] = defaultdict(list)
+    """One group per (chip, GPU cores, model file, backend) holding crowd rows; published rows of the
+    same chip and quant sit in the group as separate reference tables, and chips known only from
+    published rows get a group of their own with no crowd rows. Groups of a backend the patches do
+    not touch are controls, placed after the others; `followers` are the variants that follow a ref."""
+    crowd: dict[tuple[str, int, str, str], list[CellRow]] = defaultdict(list)
     for cell in cells:
-        crowd[(cell.chip, cell.gpu_cores or 0, cell.model_sha256)].append(cell)
+        crowd[(cell.chip, cell.gpu_cores or 0, cell.model_sha256, cell.backend)].append(cell)
+    names = model_names([(c[0].model, sha256) for (_, _, sha256, _), c in crowd.items()])
     refs_by_chip_quant: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)
     for ref in references:
         refs_by_chip_quant[(ref.chip, ref.quant)].append(ref)
 
     groups: list[ChipQuantGroup] = []
     covered = set()
-    for (chip, cores, sha256), group_cells in crowd.items():
-        quant, model = group_cells[0].quant, group_cells[0].model
-        refs = [r for r in refs_by_chip_quant.get((chip, quant), []) if r.gpu_cores in (None, cores or None)]
-        covered.add((chip, quant))
+    for (chip, cores, sha256, backend), group_cells in crowd.items():
+        first = group_cells[0]
+        refs = [] if first.control else refs_by_chip_quant.get((chip, first.quant), [])
+        refs = [r for r in refs if r.gpu_cores in (None, cores or None)]
+        if not first.control:
+            covered.add((chip, first.quant))
         batch_sizes = sorted({c.batch_size for c in group_cells} | {r.batch_size for r in refs})
         group = ChipQuantGroup(
-            chip, cores or None, quant, model, batch_sizes, _group_rows(group_cells, baseline, declared)
+            chip,
+            cores or None,
+            first.quant,
+            names[sha256],
+            batch_sizes,
+            _group_rows(group_cells, baseline, declared, followers),
+            _reference_tables(refs, batch_sizes),
+            model_sha256=sha256,
+            backend=backend,
+            control=first.control,
+            min_effect=first.min_effect,
         )
-        group.references = _reference_tables(refs, batch_sizes)
-        group.model_sha256 = sha256
         groups.append(group)
     for (chip, quant), refs in refs_by_chip_quant.items():
         if (chip, quant) not in covered:
@@ -290,7 +351,7 @@ def build_board(
                     _reference_tables(refs, batch_sizes),
                 )
             )
-    return sorted(groups, key=lambda g: (g.quant, *chip_sort_key((g.chip, g.gpu_cores or 0, g.model))))
+    return sorted(groups, key=lambda g: (g.control, g.quant, *chip_sort_key((g.chip, g.gpu_cores or 0, g.model))))
 
 
 _GENERATION = re.compile(r"\bM(\d+)\b(?:\s+(Pro|Max|Ultra))?")
@@ -333,52 +394,3 @@ def coverage(measured_chips: Iterable[str]) -> tuple[list[CoverageRow], list[str
         for gen in CHIP_GENERATIONS
     ]
     return rows, sorted(others)
-
-
-def speedup_series(
-    cells: Iterable[CellRow], references: Iterable[ReferenceLike], quant: str, variant: str
-) -> list[Series]:
-    """One line per chip (crowd medians with their interval) plus dotted published lines."""
-    by_chip: dict[tuple[str, int], list[Point]] = defaultdict(list)
-    for cell in cells:
-        if cell.quant == quant and cell.variant == variant and cell.n_machines and cell.speedup is not None:
-            low, high = (cell.ci_low, cell.ci_high) if cell.interval == "95%" else (None, None)
-            point = Point(cell.batch_size, cell.speedup, low, high, cell.n_machines)
-            by_chip[(cell.chip, cell.gpu_cores or 0)].append(point)
-    series = [
-        Series(chip_label(chip, cores or None), tuple(points))
-        for (chip, cores), points in sorted(by_chip.items(), key=lambda item: chip_sort_key((*item[0], "")))
-    ]
-    ref_points: dict[str, list[Point]] = defaultdict(list)
-    for ref in references:
-        if ref.quant == quant and ref.variant == variant:
-            ref_points[ref.machine_label].append(Point(ref.batch_size, ref.tg_tps / ref.baseline_tg_tps))
-    series += [Series(label, tuple(points), reference=True) for label, points in sorted(ref_points.items())]
-    return series
-
-
-def throughput_series(cells: Iterable[CellRow], quant: str, baseline: str) -> list[Series]:
-    """Decode t/s per variant against batch size for one chip and quant (baseline included)."""
-    by_variant: dict[str, list[Point]] = defaultdict(list)
-    baseline_points: dict[int, Point] = {}
-    for cell in cells:
-        if cell.quant != quant or not cell.n_machines or cell.tg_tps is None:
-            continue
-        if cell.variant == baseline:
-            baseline_points[cell.batch_size] = Point(cell.batch_size, cell.tg_tps, n_machines=cell.n_machines)
-            continue
-        by_variant[cell.variant].append(Point(cell.batch_size, cell.tg_tps, n_machines=cell.n_machines))
-        if cell.baseline_tg_tps is not None and cell.batch_size not in baseline_points:
-            baseline_points[cell.batch_size] = Point(cell.batch_size, cell.baseline_tg_tps)
-    series = [Series(baseline, tuple(baseline_points.values()))] if baseline_points else []
-    return series + [Series(name, tuple(points)) for name, points in sorted(by_variant.items())]
-
-
-def reference_throughput_series(references: Iterable[ReferenceLike], quant: str) -> list[Series]:
-    """Published t/s of one quant as dotted lines: each table's baseline and its variant."""
-    points: dict[str, list[Point]] = defaultdict(list)
-    for ref in references:
-        if ref.quant == quant:
-            points[f"{ref.machine_label}: {ref.baseline_variant}"].append(Point(ref.batch_size, ref.baseline_tg_tps))
-            points[f"{ref.machine_label}: {ref.variant}"].append(Point(ref.batch_size, ref.tg_tps))
-    return [Series(label, tuple(line), reference=True) for label, line in sorted(points.items())]

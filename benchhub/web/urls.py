@@ -1,7 +1,7 @@
 from benchhub_protocol.schema import HANDLE_PATTERN
 from django.urls import URLPattern, URLResolver, path, register_converter
 
-from benchhub.web import compare, views, wheel
+from benchhub.web import about, compare, views, wheel
 
 
 class HandleConverter:
@@ -25,6 +25,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("submissions/<uuid:pk>/envelope.json", views.envelope_json, name="submission-envelope"),
     path("contributors/<handle:handle>/", views.contributor, name="contributor"),
     path("compare/", compare.compare, name="compare"),
-    path("about/", views.about, name="about"),
+    path("about/", about.about, name="about"),
     path("agent/<str:filename>", wheel.download, name="agent-wheel"),
 ]

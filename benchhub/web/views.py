@@ -20,25 +20,17 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import ChipName, Contributor
-from benchhub.results.campaigns import campaign_rules, variant_descriptions
+from benchhub.results.campaigns import DEFAULT_MIN_EFFECT, campaign_rules, variant_descriptions
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
-from benchhub.web.leaderboard import (
-    CellRow,
-    ChipQuantGroup,
-    build_board,
-    chip_label,
-    chip_slug,
-    coverage,
-    reference_throughput_series,
-    speedup_series,
-    throughput_series,
-)
+from benchhub.web.leaderboard import CellRow, ChipQuantGroup, build_board, chip_label, chip_slug, coverage
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
 from benchhub.web.provenance import Provenance, demo_note, provenance
 from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
+from benchhub.web.series import reference_throughput_series, speedup_series, throughput_series
+from benchhub.web.words import model_names, threshold_note
 
 FIRST_CAMPAIGN = "mv-ext-iquants"
 
@@ -53,6 +45,8 @@ class CampaignChoice:
     baseline: str
     variants: tuple[str, ...]
     live: bool
+    followers: tuple[str, ...] = ()  # variants that follow a git ref: their cells are keyed by resolved commit
+    min_effect: float = DEFAULT_MIN_EFFECT
     descriptions: tuple[tuple[str, str], ...] = ()  # (variant, one line from the campaign definition)
     patched_backends: tuple[str, ...] = ()  # the backends its patches change ("metal")
 
@@ -64,9 +58,9 @@ class CampaignChoice:
 @dataclass(frozen=True)
 class ModelChoice:
     sha256: str
-    label: str
+    label: str  # the display name, with a short sha where two files share it
     quant: str
-    n_machines: int
+    n_machines: int  # the most machines (keys) any one of its cells counts, as a ranking line counts
 
 
 def model_choices(campaign: CampaignChoice) -> list[ModelChoice]:
@@ -79,12 +73,11 @@ def model_choices(campaign: CampaignChoice) -> list[ModelChoice]:
         .annotate(most=Max("n_machines"))
         .order_by("-most", "model", "model_sha256")
     )
-    choices: dict[str, ModelChoice] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for row in found:
-        choices.setdefault(
-            row["model_sha256"], ModelChoice(row["model_sha256"], row["model"], row["quant"], row["most"])
-        )
-    return list(choices.values())
+        rows.setdefault(row["model_sha256"], row)
+    labels = model_names([(row["model"], sha256) for sha256, row in rows.items()])
+    return [ModelChoice(sha256, labels[sha256], row["quant"], row["most"]) for sha256, row in rows.items()]
 
 
 def pick_model(choices: list[ModelChoice], sha256: str | None) -> ModelChoice | None:
@@ -114,6 +107,8 @@ def campaign_choices() -> list[CampaignChoice]:
             c.baseline,
             tuple(c.variant_names),
             True,
+            tuple(v["name"] for v in c.definition["variants"] if v.get("ref")),
+            campaign_rules(c.definition).min_effect,
             tuple(variant_descriptions(c.definition).items()),
             tuple(sorted(campaign_rules(c.definition).patched_backends)),
         )
@@ -208,9 +203,12 @@ def _home_board(
     every_cell = _cells(campaign)
     references = _references(published)
     found = provenance(campaign.slug) if campaign.live else Provenance()
-    ranked = rank(every_cell, _headlines(campaign), references, variant)
+    ranked = rank(every_cell, _headlines(campaign), references, variant, campaign.followers)
     every_line = found.mark_lines(ranked, every_cell, variant, campaign.patched_backends)
-    lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
+    lines = [
+        line for line in every_line if not line.control and (not quant_filter or line.quant.lower() == quant_filter)
+    ]
+    controls = [line for line in every_line if line.control]
     batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
     cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]
     # The chosen model's chart; a campaign with no crowd rows yet charts its published rows.
@@ -228,12 +226,14 @@ def _home_board(
         if quant
         else None
     )
-    coverage_rows, other_chips = coverage(c.chip for c in every_cell if c.n_machines)
+    coverage_rows, other_chips = coverage(c.chip for c in every_cell if c.n_machines and not c.control)
     context = {
         "campaign": campaign,
         "variant": variant,
         "model": model,
         "ranking": ranking_rows(lines, batch_sizes),
+        "controls": ranking_rows(controls, batch_sizes),
+        "threshold": threshold_note(campaign.min_effect),
         "quants": sorted({line.quant for line in every_line}),
         "quant": quant_filter,
         "chart": chart,
@@ -302,6 +302,11 @@ class ChipSection:
     campaign: CampaignChoice
     board: list[ChipQuantGroup]
     charts: list[Chart]
+    threshold: str = ""
+
+
+def _backend_note(group: ChipQuantGroup) -> str:
+    return f", {group.control_label}" if group.control else ""
 
 
 def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | None]]:
@@ -329,24 +334,28 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
         references = [ref for ref in every_reference if ref.campaign_slug == campaign.slug]
         if not cells and not references:
             continue
-        board = build_board(cells, references, campaign.baseline, campaign.variants)
+        board = build_board(cells, references, campaign.baseline, campaign.variants, campaign.followers)
         found = provenance(campaign.slug, chip=name, gpu_cores=cores) if cells else Provenance()
         found.mark_groups(board, cells, campaign.baseline, campaign.patched_backends)
         demo = demo or bool(found.demo)
         chart_list = [
             Chart(
                 f"tps-{campaign.slug}-{index}",
-                f"{group.model} ({group.quant}): decode throughput per variant",
+                f"{group.model} ({group.quant}){_backend_note(group)}: decode throughput per variant",
                 charts.throughput_figure(
-                    throughput_series([c for c in cells if c.model == group.model], group.quant, campaign.baseline)
-                    + reference_throughput_series(references, group.quant),
-                    f"{group.model} ({group.quant}): decode t/s by batch size",
+                    throughput_series(
+                        [c for c in cells if (c.model_sha256, c.backend) == (group.model_sha256, group.backend)],
+                        group.quant,
+                        campaign.baseline,
+                    )
+                    + ([] if group.control else reference_throughput_series(references, group.quant)),
+                    f"{group.model} ({group.quant}){_backend_note(group)}: decode t/s by batch size",
                 ),
             )
             for index, group in enumerate(board)
             if group.rows
         ]
-        sections.append(ChipSection(campaign, board, chart_list))
+        sections.append(ChipSection(campaign, board, chart_list, threshold_note(campaign.min_effect)))
     html = render_to_string("web/_chip_board.html", {"sections": sections, "demo": demo})
     return RenderedBoard(html, any(section.charts for section in sections), demo)
 
@@ -410,8 +419,3 @@ def contributor(request: HttpRequest, handle: str) -> HttpResponse:
         "submissions": page_of(request, submissions.select_related("machine")),
     }
     return render(request, "web/contributor.html", context)
-
-
-@require_safe
-def about(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/about.html", {"page": Page("About and method"), "wheel": wheel.install_line(request)})

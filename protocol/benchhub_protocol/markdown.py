@@ -19,7 +19,8 @@ class Cell:
     tg_tps: float | None
     speedup: float | None = None  # when None, tg_tps / baseline_tg_tps
     n_machines: int = 1
-    interval: str | None = None  # "95%", "range" or None, as the leaderboard's cells say
+    interval: str | None = None  # what the interval is in words ("95%, page-wise", "range") or None, as cells say
+    text: str = ""  # the cell as the site writes it, verdict included ("148.0→209.9 (+42%) faster"); "": format_pair
 
 
 @dataclass(frozen=True)
@@ -94,15 +95,14 @@ def _machines(cells: Sequence[Cell]) -> str:
 
 
 def _interval(cells: Sequence[Cell]) -> str:
-    """What the interval is, in the site's words: "95% CI" only for a 95% interval."""
-    words = []
-    if any(cell.interval == "95%" for cell in cells):
-        words.append("95% CI")
+    """What the interval is, in the cells' own words ("95%, page-wise interval"), a range called a range."""
+    words = [f"{name} interval" for name in sorted({c.interval for c in cells if c.interval not in (None, "range")})]
     ranges = [cell for cell in cells if cell.interval == "range"]
     if ranges:
         words.append(f"range of {_machines(ranges)}")
-    if any(cell.interval is None for cell in cells):
-        words.append("none (1 machine)")
+    without = [cell for cell in cells if cell.interval is None]
+    if without:
+        words.append(f"none ({_machines(without)})")
     return " / ".join(words) or "–"
 
 
@@ -118,8 +118,13 @@ def _escape(text: str) -> str:
     return escaped.replace("://", ":\\/\\/").replace("www.", "www\\.")
 
 
-def table(lines: Sequence[Line], *, title: str, permalink: str) -> str:
-    """A bold title, a table with one column per batch size any line has, and the permalink."""
+def _value(cell: Cell) -> str:
+    return cell.text or format_pair(cell.baseline_tg_tps, cell.tg_tps, cell.speedup)
+
+
+def table(lines: Sequence[Line], *, title: str, permalink: str, note: str = "") -> str:
+    """A bold title, a table with one column per batch size any line has, a note (e.g. what the
+    verdicts are measured against) and the permalink."""
     batch_sizes = sorted({cell.batch_size for line in lines for cell in line.cells})
     header = ["", "machines", "interval", *(f"BS{size}" for size in batch_sizes)]
     out = [
@@ -130,11 +135,8 @@ def table(lines: Sequence[Line], *, title: str, permalink: str) -> str:
     ]
     for line in lines:
         by_size = {cell.batch_size: cell for cell in line.cells}
-        values = [
-            format_pair(cell.baseline_tg_tps, cell.tg_tps, cell.speedup) if (cell := by_size.get(size)) else ""
-            for size in batch_sizes
-        ]
+        values = [_value(cell) if (cell := by_size.get(size)) else "" for size in batch_sizes]
         row = [_escape(line.label), _machines(line.cells), _interval(line.cells), *values]
         out.append("| " + " | ".join(row) + " |")
-    out += ["", f"Source: <{permalink}>", ""]
+    out += ["", *([_escape(note), ""] if note else []), f"Source: <{permalink}>", ""]
     return "\n".join(out)

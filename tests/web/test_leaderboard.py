@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from benchhub.web import leaderboard
+from benchhub.web import series as chart_series
 from benchhub.web.leaderboard import CellRow
 
 
@@ -81,12 +82,12 @@ def m5(variant: str, batch_size: int, base: float, value: float, **extra: Any) -
     [(148.0, 209.9, "148.0→209.9 (+42%)"), (71.5, 90.3, "71.5→90.3 (+26%)"), (307.3, 244.6, "307.3→244.6 (−20%)")],
 )
 def test_it_writes_the_published_form(baseline: float, value: float, expected: str) -> None:
-    assert leaderboard.format_pair(baseline, value, value / baseline) == expected
+    assert leaderboard.pair_text(baseline, value, value / baseline) == expected
 
 
 def test_it_writes_parity_and_missing_values_plainly() -> None:
-    assert leaderboard.format_change(1.001) == "±0%"
-    assert leaderboard.format_pair(None, None, None) == "–→– (–)"
+    assert leaderboard.format_change(1.0) == "±0.0%"
+    assert leaderboard.pair_text(None, None, None) == "–→– (–)"
 
 
 def test_it_groups_variants_under_a_baseline_row_with_the_amortisation_factor() -> None:
@@ -169,7 +170,7 @@ def test_it_charts_one_line_per_chip_plus_dotted_published_lines() -> None:
         Cell("Apple M1", 8, "IQ2_XXS", "01", 8, None, None, None, n_submissions=0, n_excluded_correctness=1),
     ]
     refs = [Ref("Apple M1", None, "M1 16GB", "Qwen3", "IQ2_XXS", "01", 4, 71.5, 90.3)]
-    series = leaderboard.speedup_series(cells, refs, "IQ2_XXS", "01")
+    series = chart_series.speedup_series(cells, refs, "IQ2_XXS", "01")
     assert [(s.name, s.reference, len(s.points)) for s in series] == [
         ("Apple M1 (8-core GPU)", False, 1),
         ("Apple M5 Pro (20-core GPU)", False, 1),
@@ -181,7 +182,7 @@ def test_it_charts_throughput_per_variant_with_the_baseline_from_its_own_cells()
     cells = [m5("upstream", 1, 120, 120), m5("01", 1, 120, 121), m5("01", 8, 130, 230)]
     series = {
         s.name: [(p.batch_size, p.value) for p in s.sorted_points()]
-        for s in leaderboard.throughput_series(cells, "IQ2_XXS", "upstream")
+        for s in chart_series.throughput_series(cells, "IQ2_XXS", "upstream")
     }
     assert series == {"upstream": [(1, 120), (8, 130)], "01": [(1, 121), (8, 230)]}
 
@@ -192,7 +193,7 @@ def test_it_charts_published_throughput_as_dotted_baseline_and_variant_lines() -
         Ref("Apple M1", None, "M1 16GB", "Qwen3", "IQ2_XXS", "01", 4, 71.5, 90.3),
         Ref("Apple M1", None, "M1 16GB", "Qwen3", "IQ3_XXS", "01", 4, 60.0, 70.0),
     ]
-    series = leaderboard.reference_throughput_series(refs, "IQ2_XXS")
+    series = chart_series.reference_throughput_series(refs, "IQ2_XXS")
     assert [(s.name, s.reference, [(p.batch_size, p.value) for p in s.sorted_points()]) for s in series] == [
         ("M1 16GB: 01", True, [(4, 90.3), (8, 94.2)]),
         ("M1 16GB: upstream", True, [(4, 71.5), (8, 73.6)]),

@@ -59,7 +59,7 @@ def test_it_writes_the_seeds_form_with_machines_interval_kind_and_permalink() ->
         "148.0→209.9 (+42%)",
         "137.7→237.7 (+73%)",
     ]
-    assert rows[1][:4] == ["Apple M1 | 8-core", "7 machines", "95% CI", "71.5→90.3 (+26%)"]
+    assert rows[1][:4] == ["Apple M1 | 8-core", "7 machines", "95% interval", "71.5→90.3 (+26%)"]
     assert rows[1][4] == ""  # no BS8 for that line: an empty cell, never a made-up one
     assert rows[2][1:3] == ["1 machine", "none (1 machine)"]
     assert "https://bench.example/?m=1" in PARSER.render(text)
@@ -91,8 +91,10 @@ def test_it_offers_every_campaign_chip_and_submission_as_a_markdown_table(
     header, rows = table_of(_markdown_on(page_text(client.get("/")), "campaign"))
     assert header[:5] == ["", "machines", "interval", "BS1", "BS2"] and "BS16" in header
     m5 = next(row for row in rows if row[0] == "Apple M5 Pro (20-core GPU)")
-    assert m5[1:3] == ["2 machines", "range of 2 machines"]
-    malformed = [value for value in m5[3:] if not re.fullmatch(r"\d+\.\d→\d+\.\d \([+−±]\d+%\)|", value)]
+    assert m5[1:3] == ["2 machines", "none (2 machines)"]
+    verdicts = "faster|slower|within ±2%|unclear|too few machines"
+    form = rf"\d+\.\d→\d+\.\d \([+−](\d+|0\.\d+)%\) ({verdicts})|"
+    malformed = [value for value in m5[3:] if not re.fullmatch(form, value)]
     assert malformed == []
 
     chip_text = _markdown_on(page_text(client.get(reverse("chip", args=["apple-m1-8c"]))), "chip")

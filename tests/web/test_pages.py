@@ -15,7 +15,8 @@ from django.test import Client
 from django.urls import reverse
 
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
-from benchhub.web import pages
+from benchhub.web import pages, words
+from benchhub.web.ranking import HeadlineRow, as_stats
 
 from .helpers import page_text
 
@@ -54,11 +55,13 @@ def test_it_renders_the_leaderboard_from_cells_with_counts_intervals_and_exclusi
     ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
     assert 'href="/chips/apple-m5-pro-20c/">Apple M5 Pro (20-core GPU)</a>' in ranking
     m5_bs8 = LeaderboardCell.objects.get(chip="Apple M5 Pro", quant="IQ2_XXS", variant="01", batch_size=8)
-    assert (m5_bs8.n_machines, m5_bs8.interval) == (2, "range")
-    assert "range of 2 machines" in ranking
-    assert "95% CI" not in text, "no cell of the small site has six machines"
+    assert (m5_bs8.n_machines, m5_bs8.interval, m5_bs8.verdict) == (2, None, "too few machines")
+    assert ">2 machines<" in ranking
+    assert "95%" not in ranking, "no cell of the small site has an interval that claims a confidence"
     assert ">BS1<" not in ranking, "the ranking has one figure per line; every batch size is on the chip page"
-    assert ranking.count('<svg class="spark"') == ranking.count("<strong>") >= 4  # a sparkline a measured line
+    assert ranking.count('<svg class="spark"') >= 4  # a sparkline a measured line
+    # Bold only for a published figure or an established change: none of these ranges is one.
+    assert ranking.count("<strong>") == ranking.count('<tr class="reference"')
     assert '<script id="speedup-0" type="application/json">' in text
     assert "vendor/plotly-cartesian-4.1.1.min.js" in text
     chip = page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
@@ -74,11 +77,16 @@ def iq2_models() -> list[str]:
     return list(LeaderboardCell.objects.filter(quant="IQ2_XXS").values_list("model_sha256", flat=True).distinct())
 
 
-def test_it_ranks_one_line_per_chip_and_model_by_the_headline(client: Client, small_site: list[Submission]) -> None:
+def test_it_ranks_one_line_per_chip_and_model_by_evidence(client: Client, small_site: list[Submission]) -> None:
     text = page_text(client.get("/"))
     ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
-    figures = [float(x) for x in re.findall(r'class="num headline" data-value="([0-9.]+)"', ranking)]
-    assert figures == sorted(figures, reverse=True) and len(figures) >= 4
+    crowd = re.findall(r'<tr data-quant[^>]*>.*?class="num headline" data-value="([0-9.]+)"', ranking, re.S)
+    headlines = Headline.objects.filter(variant="01").exclude(speedup=None)
+    keys = {
+        row[5]: words.evidence_key(as_stats(HeadlineRow(*row))) for row in headlines.values_list(*HeadlineRow._fields)
+    }
+    shown = [keys[float(x)] for x in crowd if float(x)]  # lines with no headline (data-value 0) come last
+    assert len(shown) >= 2 and shown == sorted(shown)
     expected = Headline.objects.get(chip="Apple M5 Pro", variant="01", model_sha256__in=iq2_models()).speedup
     line = ranking[ranking.index(f'href="/chips/apple-m5-pro-20c/">{M5}</a><span class="model">{IQ2_LABEL}') :]
     shown = re.search(r'headline" data-value="([0-9.]+)"', line)
@@ -191,7 +199,15 @@ def test_it_starts_from_the_newest_on_a_malformed_cursor(client: Client, small_s
 
 def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> None:
     text = page_text(client.get(reverse("about")))
-    for phrase in ("interleaved", "paired", "median", "95% CI", "range of N machines", "degenerate", "geometric mean"):
+    for phrase in (
+        "interleaved",
+        "paired",
+        "median",
+        "what your Mac will likely see",
+        "A machine is a registered key",
+        "degenerate",
+        "geometric mean",
+    ):
         assert phrase in text.replace("Interleav", "interleav").replace("Paired", "paired")
     assert "benchhub-agent run path/to/model.gguf --server http://testserver --handle you" in text
     assert f"pipx install http://testserver/agent/benchhub_agent-{benchhub_agent.__version__}-py3-none-any.whl" in text
@@ -220,7 +236,7 @@ def test_it_compares_chips_on_the_chosen_variant(client: Client, small_site: lis
     text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c", "variant": "01+02"}))
     assert "mv-ext-iquants, 01+02 over upstream" in text
     assert '<option value="01+02" selected>' in text
-    assert "excluded, 0 machines" in text  # M1 IQ2_XXS 01+02 failed correctness on its only submission
+    assert '<td class="num">excluded</td>' in text  # M1 IQ2_XXS 01+02 failed correctness on its only submission
 
 
 def test_it_prefills_the_compare_form_from_a_chip_page(client: Client, small_site: list[Submission]) -> None:

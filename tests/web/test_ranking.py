@@ -33,7 +33,7 @@ def test_a_published_headline_is_the_geometric_mean_of_bs_2_to_8_only() -> None:
 def test_a_crowd_headline_says_what_its_interval_is() -> None:
     cells = [Cell("Apple M4", 10, "IQ2_XXS", "01", bs, 100, 140, 1.4) for bs in (2, 4)]
     ci = rank(cells, [stored("Apple M4", 10, 1.4, "95%", 7, low=1.3, high=1.5)], [], "01")[0].headline
-    assert ci and ci.note == "95% CI +30% to +50%, 7 machines"
+    assert ci and ci.note == "95% interval for the typical machine: +30% to +50%, 7 machines"
     spread = rank(cells, [stored("Apple M4", 10, 1.4, "range", 4, low=1.2, high=1.6)], [], "01")[0].headline
     assert spread and spread.note.startswith("range of 4 machines: ") and "95%" not in spread.note
     single = rank(cells, [stored("Apple M4", 10, 1.4, None, 1)], [], "01")[0].headline
@@ -61,14 +61,15 @@ def test_it_ranks_crowd_and_published_lines_best_first() -> None:
     headlines = [stored("Apple M1", 8, 80 / 70, "range", 2), stored("Apple M5 Pro", 20, 200 / 148, "range", 3)]
     refs = [Ref("Apple M5 Pro", None, "M5 Pro 24GB", "Qwen3-1.7B UD-IQ2_XXS", "IQ2_XXS", "01", 4, 148.0, 209.9)]
     lines = rank(cells, headlines, refs, "01")
+    # Crowd lines by evidence (here none has a verdict: more machines first), published ones after.
     assert [(line.chip, line.reference) for line in lines] == [
-        ("Apple M5 Pro", True),
         ("Apple M5 Pro", False),
         ("Apple M1", False),
         ("Apple M2", False),
+        ("Apple M5 Pro", True),
     ]
-    assert lines[0].machines == "published" and lines[0].model == "Qwen3-1.7B UD-IQ2_XXS (M5 Pro 24GB)"
-    assert lines[1].machines == "3 machines" and lines[3].headline is None
+    assert lines[3].machines == "published" and lines[3].model == "Qwen3-1.7B UD-IQ2_XXS (M5 Pro 24GB)"
+    assert lines[0].machines == "3 machines" and lines[2].headline is None
 
 
 def test_it_says_when_a_published_headline_stands_on_fewer_batch_sizes() -> None:

@@ -4,8 +4,8 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by PROTOCOL.md section 5.1 (cells version 2),
-  4. with --server, prints every cell that differs from GET /api/v1/leaderboard/?campaign=<slug>.
+  3. recomputes every cell by PROTOCOL.md section 5.1 (cells version 3),
+  4. with --server, prints every cell field that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 
     python scripts/recompute_cells.py --server https://benchhub.example
     python scripts/recompute_cells.py --snapshot snapshot.jsonl.gz [--server URL] [--json]
@@ -32,24 +32,56 @@ import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TextIO
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple, TextIO
 
 import nacl.exceptions
 import nacl.signing
 
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
 WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
-CELLS_VERSION = 2
-REASONS = ("hidden", "correctness_failed", "correctness_not_run", "degenerate_output", "run_state")
+CELLS_VERSION = 3
+# Why a row is left out of its cell: the first that applies, in this order (PROTOCOL.md 5.1).
+REASONS = (
+    "hidden",
+    "withdrawn",
+    "held",
+    "correctness_failed",
+    "correctness_not_run",
+    "degenerate_output",
+    "run_state",
+)
+STATES = ("counted", "hidden", "held", "withdrawn")
 COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
 RUN_STATE_FLAGS = ("on_battery", "low_power_mode", "thermal_pressure")
-KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "variant", "batch_size")
-FLOAT_FIELDS = ("baseline_tg_tps", "tg_tps", "speedup", "ci_low", "ci_high")
-EXACT_FIELDS = ("model", "quant", "interval", "verdict", "n_machines", "n_submissions", "n_contributors", "excluded")
+KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "backend", "variant", "commit", "batch_size")
+FLOAT_FIELDS = (
+    "baseline_tg_tps",
+    "tg_tps",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "predict_low",
+    "predict_high",
+    "predict_level",
+    "min_effect",
+)
+EXACT_FIELDS = (
+    "model",
+    "quant",
+    "interval",
+    "verdict",
+    "n_machines",
+    "n_submissions",
+    "n_contributors",
+    "n_pending",
+    "excluded",
+    "control",
+)
 REL_TOL = 1e-9
 
-CellKey = tuple[str, str, int | None, str, str, int]  # campaign, chip, gpu_cores, model sha256, variant, batch
+# campaign, chip, gpu_cores, model sha256, backend: one page, whose verdicts are controlled together
+PageId = tuple[str, str, "int | None", str, str]
 Row = dict[str, Any]
 
 
@@ -61,7 +93,21 @@ class Unreachable(Exception):
     """The server did not answer with what was asked for (exit 3)."""
 
 
-# ---------------------------------------------------------------- statistics (pure functions)
+# ================================================================ statistics
+# The same numbers as benchhub_protocol.stats.page_stats (cells version 3), written again so that
+# this script needs nothing from benchhub. In: one page's cells, (variant, commit, batch size) ->
+# the included rows; out: each cell's numbers and each (variant, commit)'s headline. This section
+# stands alone: it can be replaced whole by another rendering of the same method.
+
+CONFIDENCE = 0.95  # page-wise: every interval of a page holds at once with this probability
+INTERVAL_LABEL = "95%, page-wise"
+PREDICT_LEVEL = 0.8  # where one more machine falls, per cell
+MIN_MACHINES = 3
+EFFECT_FLOOR = 0.001  # a verdict needs an effect that prints as non-zero
+PageKey = tuple[str, str, int]  # variant, commit, batch size
+# speedup, interval, ci_low, ci_high, predict_low, predict_high, predict_level, verdict
+Judged = tuple[float | None, str | None, float | None, float | None, float | None, float | None, float | None, str]
+Summary = tuple[int, float, float]  # n, mean of the logs, their sample sd
 
 
 def median(values: Sequence[float]) -> float:
@@ -71,38 +117,186 @@ def median(values: Sequence[float]) -> float:
     return float(ordered[middle]) if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def interval_rank(n: int) -> int:
-    """The largest k <= n // 2 with 2 P(Binomial(n, 1/2) <= k-1) <= 0.05, or 0 where there is none.
-
-    Exact: 2 * sum(C(n, i), i < k) / 2**n <= 1/20  <=>  40 * sum(...) <= 2**n."""
-    best, tail = 0, 0
-    for k in range(1, n // 2 + 1):
-        tail += math.comb(n, k - 1)
-        if 40 * tail > 2**n:
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        for numerator in (even, odd):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= d * c
+        if abs(d * c - 1.0) < 1e-15:
             break
-        best = k
-    return best
+    return result
 
 
-def machine_interval(values: Sequence[float]) -> tuple[str | None, float | None, float | None]:
-    """("95%", x_(k), x_(n-k+1)) from 6 machines, ("range", min, max) for 2-5, (None, None, None) below."""
-    ordered, n = sorted(values), len(values)
-    if n >= 6:
-        k = interval_rank(n)
-        return "95%", float(ordered[k - 1]), float(ordered[n - k])
-    if n >= 2:
-        return "range", float(ordered[0]), float(ordered[-1])
-    return None, None, None
+def _beta_regularized(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
 
 
-def verdict(interval: str | None, low: float | None, high: float | None) -> str:
-    if interval != "95%" or low is None or high is None:
-        return "too few machines"
-    if low > 1:
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile (p > 0.5) of Student's t, by bisection on its upper tail."""
+    tail = 1.0 - p
+    low, high = 0.0, 1.0
+    while 0.5 * _beta_regularized(df / 2.0, 0.5, df / (df + high * high)) > tail:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        if 0.5 * _beta_regularized(df / 2.0, 0.5, df / (df + middle * middle)) > tail:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+class Measured(NamedTuple):
+    """One included submission's numbers in one cell."""
+
+    machine: Any  # the signing key
+    contributor: Any  # the handle
+    speedup: float
+    baseline_tg_tps: float
+
+
+@dataclass(frozen=True)
+class CellStats:
+    baseline_tg_tps: float | None
+    tg_tps: float | None
+    speedup: float | None
+    interval: str | None
+    ci_low: float | None
+    ci_high: float | None
+    predict_low: float | None
+    predict_high: float | None
+    predict_level: float | None
+    verdict: str
+    n_machines: int
+    n_submissions: int
+    n_contributors: int
+
+
+@dataclass(frozen=True)
+class HeadlineStats:
+    speedup: float | None
+    interval: str | None
+    ci_low: float | None
+    ci_high: float | None
+    predict_low: float | None
+    predict_high: float | None
+    predict_level: float | None
+    verdict: str
+    n_machines: int
+
+
+@dataclass(frozen=True)
+class PageStats:
+    cells: dict[PageKey, CellStats]
+    headlines: dict[tuple[str, str], HeadlineStats]
+
+
+def _usable(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def _log_summary(values: Sequence[float]) -> Summary:
+    logs = [math.log(value) for value in values]
+    n = len(logs)
+    mean = math.fsum(logs) / n
+    sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
+    return n, mean, sd
+
+
+def _geometric_mean(values: Sequence[float]) -> float:
+    return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+
+
+def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
+    threshold = max(min_effect, EFFECT_FLOOR)
+    if low > 1.0 and speedup >= 1.0 + threshold:
         return "faster"
-    if high < 1:
+    if high < 1.0 and speedup <= 1.0 - threshold:
         return "slower"
-    return "no clear change"
+    if low >= 1.0 - threshold and high <= 1.0 + threshold:
+        return "within"
+    return "unclear"
+
+
+def _judge(summary: Summary | None, n_tests: int, min_effect: float) -> Judged:
+    if summary is None:
+        return (None, None, None, None, None, None, None, "too few machines")
+    n, mean, sd = summary
+    speedup = math.exp(mean)
+    if n < MIN_MACHINES:
+        return (speedup, None, None, None, None, None, None, "too few machines")
+    half = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), n - 1) * sd / math.sqrt(n)
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    spread = t_quantile(0.5 + PREDICT_LEVEL / 2, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)
+    predict = math.exp(mean - spread), math.exp(mean + spread)
+    return (speedup, INTERVAL_LABEL, low, high, *predict, PREDICT_LEVEL, decide(speedup, low, high, min_effect))
+
+
+def page_stats(
+    cells: Mapping[PageKey, Iterable[Measured]], *, headline_sizes: Sequence[int], min_effect: float
+) -> PageStats:
+    """Every cell of one page (campaign, chip, GPU cores, model file, backend) and each (variant,
+    commit)'s headline: per machine the geometric mean over headline_sizes of its values, machines
+    missing one left out. One Bonferroni family: all that have an interval."""
+    values: dict[PageKey, dict[Any, float]] = {}
+    baselines: dict[PageKey, list[float]] = {}
+    counts: dict[PageKey, tuple[int, int]] = {}
+    for key, rows in cells.items():
+        speedups: dict[Any, list[float]] = defaultdict(list)
+        bases: dict[Any, list[float]] = defaultdict(list)
+        handles = set()
+        for row in rows:
+            if _usable(row.speedup) and _usable(row.baseline_tg_tps):
+                speedups[row.machine].append(row.speedup)
+                bases[row.machine].append(row.baseline_tg_tps)
+                handles.add(row.contributor)
+        values[key] = {machine: median(found) for machine, found in speedups.items()}
+        baselines[key] = [median(found) for found in bases.values()]
+        counts[key] = (sum(len(found) for found in speedups.values()), len(handles))
+    headline_values: dict[tuple[str, str], list[float]] = {}
+    for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells}):
+        by_size = [values.get((variant, commit, size), {}) for size in headline_sizes]
+        complete = set.intersection(*(set(found) for found in by_size)) if by_size else set()
+        headline_values[(variant, commit)] = [
+            _geometric_mean([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)
+        ]
+    cell_summaries = {key: _log_summary(list(found.values())) if found else None for key, found in values.items()}
+    headline_summaries = {key: _log_summary(found) if found else None for key, found in headline_values.items()}
+    summaries = [*cell_summaries.values(), *headline_summaries.values()]
+    n_tests = max(1, sum(1 for summary in summaries if summary and summary[0] >= MIN_MACHINES))
+    out_cells = {}
+    for key, summary in cell_summaries.items():
+        judged = _judge(summary, n_tests, min_effect)
+        baseline = _geometric_mean(baselines[key]) if baselines[key] else None
+        tg_tps = None if baseline is None or judged[0] is None else baseline * judged[0]
+        out_cells[key] = CellStats(baseline, tg_tps, *judged, summary[0] if summary else 0, *counts[key])
+    out_headlines = {
+        pair: HeadlineStats(*_judge(summary, n_tests, min_effect), summary[0] if summary else 0)
+        for pair, summary in headline_summaries.items()
+    }
+    return PageStats(out_cells, out_headlines)
+
+
+# ================================================================ end of statistics
 
 
 # ---------------------------------------------------------------- envelopes (PROTOCOL.md 1-2)
@@ -175,24 +369,56 @@ def verify_envelope(envelope_text: str, keys: Mapping[str, bytes], kind: str = S
     return payload
 
 
-# ---------------------------------------------------------------- the snapshot
+# ---------------------------------------------------------------- the snapshot (docs/recompute.md)
 
 
 @dataclass
 class Submission:
     id: str
     contributor: str
+    keyid: str  # the key that signed it: a machine is a key
     received_at: datetime
-    state: str  # counted | hidden | withdrawn
+    state: str  # counted | hidden | held | withdrawn
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the service reads of a campaign to judge its cells (the snapshot's `rules`)."""
+
+    min_effect: float
+    patched_backends: frozenset[str]
+    headline_sizes: tuple[int, ...]
 
 
 @dataclass
 class Snapshot:
+    generated_at: datetime
+    key_probation_s: int
     campaigns: dict[str, dict[str, Any]] = field(default_factory=dict)  # slug -> manifest
+    rules: dict[str, Rules] = field(default_factory=dict)  # slug -> rules
     keys: dict[str, dict[str, bytes]] = field(default_factory=dict)  # handle -> keyid -> public key
+    registered: dict[str, datetime] = field(default_factory=dict)  # keyid -> when it was registered
     submissions: Iterator[Submission] = field(default_factory=lambda: iter(()))  # verified as read, oldest first
     failures: list[str] = field(default_factory=list)  # what did not verify, one line each (complete once read)
+
+    def pending(self, keyid: str) -> bool:
+        """Whether the key was still on probation when the snapshot was written (PROTOCOL.md 5.1)."""
+        if self.key_probation_s <= 0:
+            return False
+        return self.registered[keyid] > self.generated_at - timedelta(seconds=self.key_probation_s)
+
+
+def timestamp(text: object) -> datetime:
+    if not isinstance(text, str):
+        raise BadInput(f"{text!r} is not a time")
+    try:
+        found = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"{text!r} is not an ISO 8601 time") from None
+    if found.tzinfo is None:
+        raise BadInput(f"{text!r} has no time zone")
+    return found
 
 
 def snapshot_lines(data: bytes) -> Iterator[dict[str, Any]]:
@@ -218,35 +444,65 @@ def parse_snapshot(data: bytes) -> Snapshot:
     header = next(lines, {})
     if header.get("kind") != "snapshot" or header.get("cells_version") != CELLS_VERSION:
         raise BadInput(f"the first line must be the snapshot header with cells_version {CELLS_VERSION}")
-    snapshot = Snapshot()
+    probation = header.get("key_probation_s")
+    if not isinstance(probation, int) or isinstance(probation, bool):
+        raise BadInput("the snapshot header has no integer key_probation_s")
+    snapshot = Snapshot(timestamp(header.get("generated_at")), probation)
     for line in lines:
         if line.get("kind") == "campaign":
-            snapshot.campaigns[line["manifest"]["slug"]] = line["manifest"]
+            slug = line["manifest"]["slug"]
+            snapshot.campaigns[slug] = line["manifest"]
+            snapshot.rules[slug] = campaign_rules(line["rules"])
         elif line.get("kind") == "contributor":
-            snapshot.keys[line["handle"]] = contributor_keys(line, snapshot.failures)
+            snapshot.keys[line["handle"]] = contributor_keys(line, snapshot)
         else:
             snapshot.submissions = verified_submissions(itertools.chain([line], lines), snapshot)
             break
     return snapshot
 
 
+def campaign_rules(rules: Mapping[str, Any]) -> Rules:
+    return Rules(
+        float(rules["min_effect"]), frozenset(rules["patched_backends"]), tuple(int(s) for s in rules["headline_sizes"])
+    )
+
+
+def contributor_keys(line: Mapping[str, Any], snapshot: Snapshot) -> dict[str, bytes]:
+    """keyid -> public key, keeping only keys whose keyid is the SHA-256 of the key."""
+    keys = {}
+    for entry in line["keys"]:
+        public_key = strict_b64(entry["public_key"])
+        if len(public_key) != 32 or keyid_of(public_key) != entry["keyid"]:
+            snapshot.failures.append(
+                f"contributor {line['handle']}: keyid {entry['keyid'][:16]}... is not its key's SHA-256"
+            )
+            continue
+        keys[entry["keyid"]] = public_key
+        snapshot.registered[entry["keyid"]] = timestamp(entry["registered_at"])
+    return keys
+
+
 def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) -> Iterator[Submission]:
     for line in lines:
         if line.get("kind") != "submission":
             raise BadInput(f"unexpected line kind {line.get('kind')!r} (campaigns, contributors, then submissions)")
+        if line.get("state") not in STATES:
+            raise BadInput(f"submission {line.get('id')}: unknown state {line.get('state')!r}")
+        keys = snapshot.keys.get(line["contributor"], {})
         try:
-            payload = verify_envelope(line["envelope"], snapshot.keys.get(line["contributor"], {}))
+            payload = verify_envelope(line["envelope"], keys)
+            signers = [s["keyid"] for s in json.loads(line["envelope"])["signatures"] if s.get("keyid") in keys]
+            if len(signers) != 1:
+                raise BadInput("a submission is signed by exactly one key of its contributor")
             if payload.get("campaign") not in snapshot.campaigns:
                 raise BadInput(f"its campaign {payload.get('campaign')!r} is not in the snapshot")
-            if line["state"] == "withdrawn":
-                verify_withdrawal(line, snapshot.keys.get(line["contributor"], {}))
+            if line.get("withdrawal") is not None or line["state"] == "withdrawn":
+                verify_withdrawal(line, keys)
         except BadInput as exc:
             snapshot.failures.append(f"submission {line.get('id')} by {line.get('contributor')}: {exc}")
             continue
-        if line["state"] not in ("counted", "hidden", "withdrawn"):
-            raise BadInput(f"submission {line['id']}: unknown state {line['state']!r}")
-        received = datetime.fromisoformat(line["received_at"].replace("Z", "+00:00"))
-        yield Submission(line["id"], line["contributor"], received, line["state"], payload)
+        received = timestamp(line["received_at"])
+        yield Submission(line["id"], line["contributor"], signers[0], received, line["state"], payload)
 
 
 def verify_withdrawal(line: Mapping[str, Any], keys: Mapping[str, bytes]) -> None:
@@ -259,19 +515,7 @@ def verify_withdrawal(line: Mapping[str, Any], keys: Mapping[str, bytes]) -> Non
         raise BadInput("its withdrawal names another submission")
 
 
-def contributor_keys(line: Mapping[str, Any], failures: list[str]) -> dict[str, bytes]:
-    """keyid -> public key, keeping only keys whose keyid is the SHA-256 of the key."""
-    keys = {}
-    for entry in line["keys"]:
-        public_key = strict_b64(entry["public_key"])
-        if len(public_key) != 32 or keyid_of(public_key) != entry["keyid"]:
-            failures.append(f"contributor {line['handle']}: keyid {entry['keyid'][:16]}... is not its key's SHA-256")
-            continue
-        keys[entry["keyid"]] = public_key
-    return keys
-
-
-# ---------------------------------------------------------------- per submission (cells-v2 rules)
+# ---------------------------------------------------------------- per submission (cells-v3 rules)
 
 
 def sweep_differs(sweep: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -291,30 +535,24 @@ def too_few_rounds(payload: Mapping[str, Any]) -> bool:
     return len({run["rep"] for run in payload["sweep"]["runs"]}) < 2
 
 
-def nonstandard(submission: Submission, manifest: Mapping[str, Any]) -> bool:
-    """Left out of every cell and counted nowhere, not even in `excluded`."""
-    payload = submission.payload
-    return (
-        submission.state == "withdrawn"
-        or sweep_differs(payload["sweep"], manifest["sweep"])
-        or env_differs(payload, manifest)
-        or too_few_rounds(payload)
-    )
+def nonstandard(payload: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    """Measured something else than its campaign asks: left out of every cell, counted nowhere."""
+    sweep = payload["sweep"]
+    return sweep_differs(sweep, manifest["sweep"]) or env_differs(payload, manifest) or too_few_rounds(payload)
 
 
 def paired_rows(payload: Mapping[str, Any], baseline: str) -> dict[tuple[str, int], tuple[float, float]]:
     """(variant, batch size) -> (ratio, baseline tg_tps), each the median over paired rounds; a row
-    exists only with at least two paired rounds."""
+    counts only with at least two paired rounds (with fewer it is nonstandard: counted nowhere)."""
     rounds: dict[int, dict[tuple[str, int], float]] = defaultdict(dict)  # rep -> (variant, batch) -> tg_tps
     for run in payload["sweep"]["runs"]:  # a run that exited non-zero still gives the rows it has
         for row in run["rows"]:
-            if row["tg_tps"] > 0:
-                rounds[run["rep"]][run["variant"], row["batch_size"]] = row["tg_tps"]
+            rounds[run["rep"]][run["variant"], row["batch_size"]] = row["tg_tps"]
     paired: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
     for measured in rounds.values():
         for (variant, batch), tg in measured.items():
             base = measured.get((baseline, batch))
-            if base is not None:
+            if base is not None and tg > 0 and base > 0:
                 paired[variant, batch].append((tg / base, base))
     return {
         key: (median([ratio for ratio, _ in pairs]), median([base for _, base in pairs]))
@@ -325,10 +563,10 @@ def paired_rows(payload: Mapping[str, Any], baseline: str) -> dict[tuple[str, in
 
 def exclusion(submission: Submission, variant: str, baseline: str) -> str | None:
     """The first reason that applies to the row (submission, variant, *), or None when it counts."""
+    if submission.state in ("hidden", "withdrawn", "held"):
+        return submission.state
     payload = submission.payload
     statuses = [entry["status"] for entry in payload["correctness"] if entry["variant"] == variant]
-    if submission.state == "hidden":
-        return "hidden"
     if "fail" in statuses:
         return "correctness_failed"
     if "pass" not in statuses:
@@ -361,71 +599,93 @@ def run_state(payload: Mapping[str, Any]) -> bool:
 
 
 @dataclass
-class Cell:
-    received_at: datetime  # of the earliest submission with a row in the cell, which names its model
+class Tally:
+    """What one cell gathers: the included rows, the excluded counts, the keys still pending, and
+    the earliest submission with a row in it, whose claim names the model."""
+
+    first: tuple[datetime, str]
     model: str
     quant: str
-    values: dict[tuple[str, str, int | None, int], list[tuple[float, float]]] = field(default_factory=dict)
+    rows: list[Measured] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    pending: set[str] = field(default_factory=set)
 
 
 def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
     """Campaign slug -> its leaderboard rows, in the API's row shape; reads the submissions once."""
-    cells: dict[CellKey, Cell] = {}
+    pages: dict[PageId, dict[PageKey, Tally]] = defaultdict(dict)
     for submission in snapshot.submissions:
-        manifest = snapshot.campaigns[submission.payload["campaign"]]
-        if nonstandard(submission, manifest):
+        payload = submission.payload
+        manifest = snapshot.campaigns[payload["campaign"]]
+        if nonstandard(payload, manifest):
             continue
-        payload, baseline = submission.payload, manifest["baseline"]
-        machine, model = payload["machine"], payload["model"]
-        unit = (submission.contributor, machine["chip"], machine["gpu_cores"], machine["memory_bytes"])
-        names = submission.received_at, model.get("label") or model["file_name"], model["file_type"]
-        reasons = {variant["name"]: exclusion(submission, variant["name"], baseline) for variant in payload["variants"]}
+        baseline, machine, model = manifest["baseline"], payload["machine"], payload["model"]
+        page = pages[manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], machine["backend"]]
+        commits = {variant["name"]: variant["commit"] for variant in payload["variants"]}
+        reasons = {name: exclusion(submission, name, baseline) for name in commits}
+        arrival = (submission.received_at, submission.id)
+        names = model.get("label") or model["file_name"], model["file_type"]
+        pending = snapshot.pending(submission.keyid)
         for (variant, batch), (ratio, base) in paired_rows(payload, baseline).items():
-            key = (manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], variant, batch)
-            cell = cells.get(key)
-            if cell is None:
-                cell = cells[key] = Cell(*names)
-            elif names[0] < cell.received_at:  # a file out of order: the earliest still names the model
-                cell.received_at, cell.model, cell.quant = names
+            tally = page.get((variant, commits[variant], batch))
+            if tally is None:
+                tally = page[variant, commits[variant], batch] = Tally(arrival, *names)
+            elif arrival < tally.first:  # a file out of order: the earliest still names the model
+                tally.first, (tally.model, tally.quant) = arrival, names
             reason = reasons[variant]
             if reason:
-                cell.excluded[reason] += 1
+                tally.excluded[reason] += 1
+            elif pending:
+                tally.pending.add(submission.keyid)
             else:
-                cell.values.setdefault(unit, []).append((ratio, base))
+                tally.rows.append(Measured(submission.keyid, submission.contributor, ratio, base))
     boards: dict[str, list[Row]] = {slug: [] for slug in snapshot.campaigns}
-    for key in sorted(cells, key=lambda k: (k[0], k[1], k[2] if k[2] is not None else -1, k[3], k[5], k[4])):
-        boards[key[0]].append(cell_row(key, cells[key]))
+    for page_id in sorted(pages, key=lambda p: (p[0], p[1], -1 if p[2] is None else p[2], p[3], p[4])):
+        boards[page_id[0]] += page_rows(page_id, pages[page_id], snapshot.rules[page_id[0]])
     return boards
 
 
-def cell_row(key: CellKey, cell: Cell) -> Row:
-    _, chip, gpu_cores, sha256, variant, batch = key
-    machine_values = [median([r for r, _ in rows]) for rows in cell.values.values()]
-    machine_baselines = [median([b for _, b in rows]) for rows in cell.values.values()]
-    speedup = median(machine_values) if machine_values else None
-    baseline_tg = median(machine_baselines) if machine_baselines else None
-    interval, low, high = machine_interval(machine_values)
-    return {
-        "chip": chip,
-        "gpu_cores": gpu_cores,
-        "model": cell.model,
-        "model_sha256": sha256,
-        "quant": cell.quant,
-        "variant": variant,
-        "batch_size": batch,
-        "baseline_tg_tps": baseline_tg,
-        "tg_tps": baseline_tg * speedup if baseline_tg is not None and speedup is not None else None,
-        "speedup": speedup,
-        "interval": interval,
-        "ci_low": low,
-        "ci_high": high,
-        "verdict": verdict(interval, low, high),
-        "n_machines": len(cell.values),
-        "n_submissions": sum(len(rows) for rows in cell.values.values()),
-        "n_contributors": len({handle for handle, *_ in cell.values}),
-        "excluded": dict(cell.excluded),
-    }
+def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules) -> list[Row]:
+    _, chip, gpu_cores, sha256, backend = page_id
+    found = page_stats(
+        {key: tally.rows for key, tally in tallies.items()},
+        headline_sizes=rules.headline_sizes,
+        min_effect=rules.min_effect,
+    )
+    rows = []
+    for (variant, commit, batch), tally in sorted(tallies.items(), key=lambda item: (item[0][2], item[0])):
+        numbers = found.cells[variant, commit, batch]
+        rows.append(
+            {
+                "chip": chip,
+                "gpu_cores": gpu_cores,
+                "model": tally.model,
+                "model_sha256": sha256,
+                "quant": tally.quant,
+                "variant": variant,
+                "commit": commit,
+                "batch_size": batch,
+                "baseline_tg_tps": numbers.baseline_tg_tps,
+                "tg_tps": numbers.tg_tps,
+                "speedup": numbers.speedup,
+                "interval": numbers.interval,
+                "ci_low": numbers.ci_low,
+                "ci_high": numbers.ci_high,
+                "predict_low": numbers.predict_low,
+                "predict_high": numbers.predict_high,
+                "predict_level": numbers.predict_level,
+                "verdict": numbers.verdict,
+                "min_effect": rules.min_effect,
+                "n_machines": numbers.n_machines,
+                "n_submissions": numbers.n_submissions,
+                "n_contributors": numbers.n_contributors,
+                "n_pending": len(tally.pending),
+                "excluded": dict(tally.excluded),
+                "backend": backend,
+                "control": backend not in rules.patched_backends,
+            }
+        )
+    return rows
 
 
 # ---------------------------------------------------------------- comparison with the live API
@@ -436,7 +696,7 @@ def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def same(field_name: str, ours: Any, theirs: Any) -> bool:
-    """Numbers within a relative 1e-9; strings, integers, null and the excluded counts exactly."""
+    """Numbers within a relative 1e-9; strings, integers, booleans, null and the excluded counts exactly."""
     numbers = all(isinstance(value, int | float) and not isinstance(value, bool) for value in (ours, theirs))
     if field_name in FLOAT_FIELDS and numbers:
         return math.isclose(ours, theirs, rel_tol=REL_TOL)
@@ -449,7 +709,11 @@ def compare(slug: str, ours: Sequence[Row], theirs: Sequence[Row]) -> tuple[int,
     copies = Counter(row_key(r) for r in theirs)
     lines, differing = [], 0
     for key in sorted(mine.keys() | live.keys(), key=lambda k: json.dumps(k)):
-        where = f"{slug} chip={key[0]!r} gpu_cores={key[1]} model={str(key[2])[:12]} variant={key[3]} b={key[4]}"
+        chip, gpu_cores, sha256, backend, variant, commit, batch = key
+        where = (
+            f"{slug} chip={chip!r} gpu_cores={gpu_cores} model={str(sha256)[:12]} backend={backend} "
+            f"variant={variant}@{str(commit)[:12]} b={batch}"
+        )
         if copies[key] > 1:
             found = [f"{where}: {copies[key]} rows on the live API"]
         elif key not in live:

@@ -181,6 +181,8 @@ class SubmissionDetailSerializer(SubmissionSerializer):
 
 class ExcludedSerializer(serializers.Serializer[Any]):
     hidden = serializers.IntegerField()
+    withdrawn = serializers.IntegerField()
+    held = serializers.IntegerField()
     correctness_failed = serializers.IntegerField()
     correctness_not_run = serializers.IntegerField()
     degenerate_output = serializers.IntegerField()
@@ -191,11 +193,9 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
     """One cell (PROTOCOL.md 5.1)."""
 
     excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
-    interval = serializers.ChoiceField(
-        choices=["95%", "range"],
+    interval = serializers.CharField(
         allow_null=True,
-        help_text='"95%": [ci_low, ci_high] is a distribution-free 95% interval of the median over machines (6 or '
-        'more); "range": min and max over 2-5 machines; null for one machine',
+        help_text='what [ci_low, ci_high] is, in words (e.g. "95%, page-wise"); null where there is none',
     )
 
     class Meta:
@@ -207,6 +207,7 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
             "model_sha256",
             "quant",
             "variant",
+            "commit",
             "batch_size",
             "baseline_tg_tps",
             "tg_tps",
@@ -214,11 +215,18 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
             "interval",
             "ci_low",
             "ci_high",
+            "predict_low",
+            "predict_high",
+            "predict_level",
             "verdict",
+            "min_effect",
             "n_machines",
             "n_submissions",
             "n_contributors",
+            "n_pending",
             "excluded",
+            "backend",
+            "control",
         )
 
 

@@ -241,7 +241,8 @@ def test_duplicate_rows_and_other_campaigns_are_compared_too(
     code, out = run_main(capsys, "--server", live.url)
     assert code == 1
     assert out == [
-        f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=4: 2 rows on the live API",
+        f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=4: "
+        "2 rows on the live API",
         "few-row-mma chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=1: "
         "on the live API but not recomputed",
         "5 cells, 2 differ",

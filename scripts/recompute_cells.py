@@ -99,6 +99,7 @@ class Unreachable(Exception):
 # the included rows; out: each cell's numbers and each (variant, commit)'s headline. This section
 # stands alone: it can be replaced whole by another rendering of the same method.
 
+VERDICTS = ("faster", "slower", "within", "unclear", "too few machines")
 CONFIDENCE = 0.95  # page-wise: every interval of a page holds at once with this probability
 INTERVAL_LABEL = "95%, page-wise"
 PREDICT_LEVEL = 0.8  # where one more machine falls, per cell

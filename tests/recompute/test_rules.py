@@ -381,3 +381,8 @@ def test_invariants_over_random_submissions() -> None:
             assert row["ci_low"] <= row["speedup"] <= row["ci_high"]
         if row["variant"] == "upstream":
             assert row["speedup"] == 1.0 and row["excluded"]["degenerate_output"] == 0
+
+
+def test_the_statistics_section_has_the_services_constants() -> None:
+    for name in ("VERDICTS", "CONFIDENCE", "INTERVAL_LABEL", "PREDICT_LEVEL", "MIN_MACHINES", "EFFECT_FLOOR"):
+        assert getattr(rc, name) == getattr(stats, name), name

@@ -8,14 +8,19 @@ COPY protocol/ protocol/
 COPY agent/ agent/
 COPY pyproject.toml manage.py ./
 COPY benchhub/ benchhub/
-RUN pip install ./protocol . && useradd --system --home /app benchhub
+# PyICU (TR39 skeletons of handles, benchhub/accounts/names.py) builds against the system's ICU.
+RUN apt-get update && apt-get install -y --no-install-recommends g++ pkg-config libicu-dev \
+    && pip install ./protocol . && useradd --system --home /app benchhub \
+    && apt-get purge -y g++ && rm -rf /var/lib/apt/lists/*
 
 COPY templates/ templates/
 COPY static/ static/
 COPY patches/ patches/
 
-# The agent's wheel, served at /agent/<wheel> for `pipx install` from the site.
-RUN python manage.py build_agent_wheel
+# The agent's wheel, served at /agent/<wheel> for `pipx install` from the site; built here, where
+# pip can fetch the build backend, so the web service's prepare_site finds it current. No secret
+# key exists at build time and no database is touched: the development settings suffice.
+RUN DJANGO_DEBUG=1 python manage.py build_agent_wheel
 RUN mkdir -p /app/staticfiles && chown benchhub /app/staticfiles
 USER benchhub
 EXPOSE 8000

@@ -6,6 +6,7 @@ latency   one client at --rate/s on --database: from a 201 to the cell on the le
 reads     read latencies and CSV memory on --database (target 3)
 rebuild   manage.py rebuild_cells on --database (target 4)
 agent     the agent's own time on the real CPU end to end, run twice (target 5)
+validity  error rates of the verdicts by simulation with a known truth (docs/method.md); --quick, --write
 all       state, ingest, latency, reads and rebuild, each a process of its own
 
 Django reads its database once per process: every step of `all` is a `python -m bench` process.
@@ -23,7 +24,7 @@ import sys
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = ("state", "ingest", "latency", "reads", "rebuild", "agent", "all")
+VERBS = ("state", "ingest", "latency", "reads", "rebuild", "agent", "validity", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -51,7 +52,8 @@ def setup(database: str, redis: str) -> None:
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-in-process-only")  # DEBUG off: no query log growing
     os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "false")
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,testserver")
-    for throttle in ("ADDRESS", "KEY", "READ", "EXPORT"):  # the bench measures the work, not the limits
+    # The bench measures the work, not the limits.
+    for throttle in ("ADDRESS", "KEY", "READ", "EXPORT", "NETWORK", "REGISTRATIONS"):
         os.environ.setdefault(f"BENCHHUB_THROTTLE_{throttle}", "100000000/hour")
     ensure_database(database)
     import django
@@ -97,6 +99,10 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["validity"]:  # pure simulation: no database, its own options
+        from bench import validity
+
+        raise SystemExit(validity.run(sys.argv[2:]))
     options = arguments().parse_args()
     if options.what == "agent":
         from bench import agent_costs

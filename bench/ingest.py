@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_registration, signed_submission
 
 from bench import payloads
 from bench.client import post_bodies
@@ -27,7 +28,7 @@ class Crowd:
 
     def bodies(self, count: int) -> list[bytes]:
         return [
-            payloads.signed_body(payloads.payload(self.rng, self.variants), self.rng.choice(self.signers))
+            signed_submission(payloads.payload(self.rng, self.variants), self.rng.choice(self.signers))
             for _ in range(count)
         ]
 
@@ -43,7 +44,7 @@ def register_over_http(base: str, signers: list[envelope.Signer]) -> None:
     for index, signer in enumerate(signers):
         request = urllib.request.Request(
             f"{base}/api/v1/contributors/",
-            data=payloads.registration_body(signer, f"bench-{index}"),
+            data=signed_registration(signer, f"bench-{index}"),
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=30) as answer:

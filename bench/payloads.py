@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchhub_protocol import envelope
+from benchhub_protocol import payloads as protocol_payloads
 
 CAMPAIGN = "mv-ext-iquants"
-REPO = "https://github.com/ggml-org/llama.cpp"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
 REPS = 2
@@ -61,16 +61,6 @@ def persona(index: int) -> envelope.Signer:
     return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-bench-persona:{index}".encode()).digest())
 
 
-def registration_body(signer: envelope.Signer, handle: str) -> bytes:
-    payload = {
-        "schema_version": 1,
-        "handle": handle,
-        "public_key": signer.public_key_b64,
-        "created_at": "2026-11-29T10:00:00Z",
-    }
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer]))
-
-
 def campaign_variants(definition: dict[str, Any], patch_sha256: dict[str, str]) -> list[VariantSpec]:
     return [
         VariantSpec(
@@ -94,101 +84,44 @@ def payload(rng: random.Random, variants: list[VariantSpec], *, degenerate_share
     model_name, architecture, n_params = rng.choice(MODELS)
     base = rng.uniform(40, 220)
     gain = {variant.name: 1.0 + 0.08 * position + rng.uniform(-0.03, 0.05) for position, variant in enumerate(variants)}
-    runs = []
-    seq = 0
-    for rep in range(1, REPS + 1):
-        order = variants if rep % 2 else list(reversed(variants))
-        for variant in order:
-            seq += 1
-            rows = []
-            for batch_size in BATCH_SIZES:
-                tg = (
-                    base
-                    * (1 + 0.05 * batch_size)
-                    * (gain[variant.name] if batch_size > 1 else 1.0)
-                    * rng.gauss(1, 0.004)
-                )
-                rows.append(
-                    {
-                        "batch_size": batch_size,
-                        "pp_tps": _number(base * 9 * rng.gauss(1, 0.01)),
-                        "tg_tps": _number(tg),
-                        "t_pp_s": _number(128 * batch_size / (base * 9)),
-                        "t_tg_s": _number(64 * batch_size / tg),
-                    }
-                )
-            runs.append({"variant": variant.name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
+
+    def rows(name: str, rep: int) -> list[dict[str, Any]]:
+        measured = []
+        for batch_size in BATCH_SIZES:
+            tg = base * (1 + 0.05 * batch_size) * (gain[name] if batch_size > 1 else 1.0) * rng.gauss(1, 0.004)
+            measured.append(
+                {
+                    "batch_size": batch_size,
+                    "pp_tps": _number(base * 9 * rng.gauss(1, 0.01)),
+                    "tg_tps": _number(tg),
+                    "t_pp_s": _number(128 * batch_size / (base * 9)),
+                    "t_tg_s": _number(64 * batch_size / tg),
+                }
+            )
+        return measured
+
+    names = [variant.name for variant in variants]
+    runs = protocol_payloads.interleaved_runs(names, REPS, rows)
     looped = rng.random() < degenerate_share
-    return {
-        "schema_version": 1,
-        "nonce": uuid.uuid4().hex,  # fresh on every run, so a rerun on the same database is never a retry
-        "created_at": "2026-11-29T10:00:00Z",
-        "agent": {"name": "benchhub-agent", "version": "1.0.0"},
-        "campaign": CAMPAIGN,
-        "machine": {
-            "os": "macOS",
-            "os_version": "15.7.9",
-            "os_build": "24G231",
-            "arch": "arm64",
+    return protocol_payloads.submission(
+        nonce=uuid.uuid4().hex,  # fresh on every run, so a rerun on the same database is never a retry
+        campaign=CAMPAIGN,
+        machine={
+            **protocol_payloads.MACHINE,
             "chip": chip,
-            "cpu_cores_performance": 10,
-            "cpu_cores_efficiency": 4,
             "gpu_name": chip,
             "gpu_cores": gpu_cores,
             "memory_bytes": memory_gib * 2**30,
-            "backend": "metal",
-            "power_source": "ac",
-            "low_power_mode": False,
-            "thermal": "nominal",
         },
-        "model": model_facts(model_name, architecture, n_params, quant),
-        "llama_cpp": {
-            "repo": REPO,
-            "build_type": "Release",
-            "cmake_flags": ["-DGGML_METAL=ON"],
-            "compiler": "Apple clang version 17.0.0",
-        },
-        "variants": [
+        model=model_facts(model_name, architecture, n_params, quant),
+        variants=[
             {"name": variant.name, "commit": COMMIT, "patches": variant.patches, "env": variant.env}
             for variant in variants
         ],
-        "sweep": {
-            "tool": "llama-batched-bench",
-            "npp": 128,
-            "ntg": 64,
-            "n_ctx": 4096,
-            "flash_attn": True,
-            "n_gpu_layers": 99,
-            "batch_sizes": list(BATCH_SIZES),
-            "order": "interleaved",
-            "runs": runs,
-        },
-        "correctness": [
-            {
-                "variant": variant.name,
-                "tool": "test-backend-ops",
-                "op": "MUL_MAT",
-                "backend": "MTL0",
-                "status": "pass",
-                "passed": 63,
-                "failed": 0,
-            }
-            for variant in variants
-        ],
-        "generation": [
-            {
-                "variant": variant.name,
-                "prompt_id": "ocean",
-                "n_tokens": 96,
-                "output_sha256": ("d" if looped and position else "c") * 64,
-                "degenerate": looped and position > 0,
-                "repetition_score": 0.9 if looped and position else 0.05,
-                "identical_to_baseline": not (looped and position),
-            }
-            for position, variant in enumerate(variants)
-        ],
-        "flags": [],
-    }
+        runs=runs,
+        batch_sizes=BATCH_SIZES,
+        looped={name: looped for name in names[1:]},
+    )
 
 
 def model_facts(model_name: str, architecture: str, n_params: int, quant: str) -> dict[str, Any]:
@@ -202,7 +135,3 @@ def model_facts(model_name: str, architecture: str, n_params: int, quant: str) -
         "label": f"{model_name} {quant}",
         "tensor_bytes_by_type": {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8},
     }
-
-
-def signed_body(content: dict[str, Any], signer: envelope.Signer) -> bytes:
-    return envelope.envelope_bytes(envelope.sign(content, envelope.SUBMISSION_TYPE, [signer]))

@@ -36,6 +36,8 @@ def service_env(database_url: str, redis_url: str) -> dict[str, str]:
         "BENCHHUB_THROTTLE_KEY": "100000000/hour",
         "BENCHHUB_THROTTLE_READ": "100000000/hour",
         "BENCHHUB_THROTTLE_EXPORT": "100000000/hour",
+        "BENCHHUB_THROTTLE_NETWORK": "100000000/hour",
+        "BENCHHUB_THROTTLE_REGISTRATIONS": "100000000/hour",
         "CELERY_QUEUE": f"benchhub-bench-{uuid.uuid4().hex[:8]}",
         "DJANGO_LOG_LEVEL": "WARNING",
     }

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_submission
 
 from bench import payloads
 from bench.figures import report
@@ -127,7 +128,7 @@ def _worker(job: tuple[int, int]) -> int:
         for _ in range(min(BATCH, count - written)):
             key = rng.choice(keys)
             content = payloads.payload(rng, specs)
-            batch.append((key, content, payloads.signed_body(content, signers[key.keyid])))
+            batch.append((key, content, signed_submission(content, signers[key.keyid])))
         writer.write(batch)
         written += len(batch)
     return written

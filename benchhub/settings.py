@@ -69,12 +69,14 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
-# Admin login: django-axes locks a client address, and separately a username, out for an hour after
+# Admin login: django-axes locks a client address out for an hour after
 # AXES_FAILURE_LIMIT wrong passwords (`manage.py axes_reset` lifts it early).
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = int(os.environ.get("BENCHHUB_ADMIN_LOGIN_FAILURES", "5"))
 AXES_COOLOFF_TIME = 1  # hours
-AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# Keyed by the client address alone: a lock on the username would lock the admin out from
+# everywhere on an attacker's five guesses (issue 30).
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # The address the throttles count, so a forged X-Forwarded-For buys no attempts either.
 AXES_CLIENT_IP_CALLABLE = "benchhub.api.throttling.client_address"
@@ -135,14 +137,19 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Where the patch files the campaigns measure live (served with their sha256).
 PATCHES_DIR = Path(os.environ.get("BENCHHUB_PATCHES_DIR", BASE_DIR / "patches"))
+# Where the agent wheel the site serves at /agent/ is built (benchhub/web/wheel.py).
+BENCHHUB_AGENT_WHEEL_DIR = Path(os.environ.get("BENCHHUB_AGENT_WHEEL_DIR", BASE_DIR / "build" / "agent-wheel"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
-# Ingest limits and throttles (PROTOCOL.md section 4). Rates are DRF strings: "<n>/<second|minute|hour|day>".
+# Ingest limits and throttles (docs/protocol.md section 4). Rates are DRF strings: "<n>/<second|minute|hour|day>".
 BENCHHUB_MAX_BODY_BYTES = int(os.environ.get("BENCHHUB_MAX_BODY_BYTES", str(1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHHUB_MAX_BODY_BYTES
 BENCHHUB_THROTTLE_ADDRESS = os.environ.get("BENCHHUB_THROTTLE_ADDRESS", "120/hour")
 BENCHHUB_THROTTLE_KEY = os.environ.get("BENCHHUB_THROTTLE_KEY", "60/hour")
+# Registrations per network (IPv4 /24, IPv6 /64 and /48) and for everyone together (issue 30).
+BENCHHUB_THROTTLE_NETWORK = os.environ.get("BENCHHUB_THROTTLE_NETWORK", "10/hour")
+BENCHHUB_THROTTLE_REGISTRATIONS = os.environ.get("BENCHHUB_THROTTLE_REGISTRATIONS", "300/hour")
 # Per client address: list pages and the leaderboard of the API, and the CSV export.
 BENCHHUB_THROTTLE_READ = os.environ.get("BENCHHUB_THROTTLE_READ", "120/minute")
 BENCHHUB_THROTTLE_EXPORT = os.environ.get("BENCHHUB_THROTTLE_EXPORT", "10/hour")
@@ -192,7 +199,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "benchhub API",
-    "DESCRIPTION": "Signed, crowd-sourced A/B benchmarks of llama.cpp patches. The wire protocol is PROTOCOL.md.",
+    "DESCRIPTION": "Signed, crowd-sourced A/B benchmarks of llama.cpp patches. The wire protocol is docs/protocol.md.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # The docs page's assets are our static files (drf-spectacular-sidecar), not a CDN's, and its
@@ -249,4 +256,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    # The embedded default's in-memory broker has no host, which kombu warns about on every connection.
+    "loggers": {} if REDIS_URL else {"kombu.connection": {"level": "ERROR"}},
 }

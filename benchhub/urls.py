@@ -7,5 +7,7 @@ urlpatterns = [
     path("", include("benchhub.web.urls")),
 ]
 
+handler400 = "benchhub.api.errors.bad_request"
+handler403 = "benchhub.api.errors.permission_denied"
 handler404 = "benchhub.api.errors.not_found"
 handler500 = "benchhub.api.errors.server_error"

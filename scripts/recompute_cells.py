@@ -4,14 +4,14 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by PROTOCOL.md section 5.1 (cells version 3),
+  3. recomputes every cell by docs/protocol.md section 7 (cells version 3),
   4. with --server, prints every cell field that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 
     python scripts/recompute_cells.py --server https://benchhub.example
     python scripts/recompute_cells.py --snapshot snapshot.jsonl.gz [--server URL] [--json]
 
 Exit status: 0 every cell agrees, 1 some differ, 2 bad input or a signature that does not verify,
-3 the server could not be read.
+3 the server could not be read, 4 PyNaCl is missing (pip install pynacl).
 """
 
 from __future__ import annotations
@@ -35,13 +35,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TextIO
 
-import nacl.exceptions
-import nacl.signing
+try:
+    import nacl.exceptions
+    import nacl.signing
+except ImportError as missing:  # main() says so in one sentence (exit 4); --help still works
+    MISSING_DEPENDENCY = f"{missing}"
+else:
+    MISSING_DEPENDENCY = ""
 
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
 WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
 CELLS_VERSION = 3
-# Why a row is left out of its cell: the first that applies, in this order (PROTOCOL.md 5.1).
+# Why a row is left out of its cell: the first that applies, in this order (docs/protocol.md section 7).
 REASONS = (
     "hidden",
     "withdrawn",
@@ -94,21 +99,23 @@ class Unreachable(Exception):
 
 
 # ================================================================ statistics
-# The same numbers as benchhub_protocol.stats.page_stats (cells version 3), written again so that
-# this script needs nothing from benchhub. In: one page's cells, (variant, commit, batch size) ->
-# the included rows; out: each cell's numbers and each (variant, commit)'s headline. This section
-# stands alone: it can be replaced whole by another rendering of the same method.
+# This section stands alone (in: one page's included rows per (variant, commit, batch size); out:
+# each cell's numbers and each (variant, commit)'s headline): it can be replaced whole.
+# Cells version 3 (docs/method.md): the same numbers as benchhub_protocol.stats.page_stats, written
+# again here so that this script needs nothing from benchhub. Logs of each machine's value; the
+# typical machine is their geometric mean; a Student t interval Bonferroni-adjusted over every
+# interval of the page; an 80% t prediction interval for one more machine; verdicts from the
+# page-wise interval and the campaign's min_effect.
 
 VERDICTS = ("faster", "slower", "within", "unclear", "too few machines")
-CONFIDENCE = 0.95  # page-wise: every interval of a page holds at once with this probability
+CONFIDENCE = 0.95
 INTERVAL_LABEL = "95%, page-wise"
-PREDICT_LEVEL = 0.8  # where one more machine falls, per cell
+PREDICT_LEVEL = 0.8
 MIN_MACHINES = 3
-EFFECT_FLOOR = 0.001  # a verdict needs an effect that prints as non-zero
+EFFECT_FLOOR = 0.001
 PageKey = tuple[str, str, int]  # variant, commit, batch size
 # speedup, interval, ci_low, ci_high, predict_low, predict_high, predict_level, verdict
 Judged = tuple[float | None, str | None, float | None, float | None, float | None, float | None, float | None, str]
-Summary = tuple[int, float, float]  # n, mean of the logs, their sample sd
 
 
 def median(values: Sequence[float]) -> float:
@@ -215,16 +222,19 @@ def _usable(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
-def _log_summary(values: Sequence[float]) -> Summary:
-    logs = [math.log(value) for value in values]
+def _log_summary(values: Sequence[float]) -> tuple[int, float, float, float]:
+    """n, center (the median), and the mean and sample sd of log(value / center)."""
+    center = median(values)
+    logs = [math.log(value / center) for value in values]
     n = len(logs)
     mean = math.fsum(logs) / n
     sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
-    return n, mean, sd
+    return n, center, mean, sd
 
 
 def _geometric_mean(values: Sequence[float]) -> float:
-    return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+    _, center, mean, _ = _log_summary(values)
+    return center * math.exp(mean)
 
 
 def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
@@ -238,26 +248,27 @@ def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
     return "unclear"
 
 
-def _judge(summary: Summary | None, n_tests: int, min_effect: float) -> Judged:
+def _judge(summary: tuple[int, float, float, float] | None, n_tests: int, min_effect: float) -> Judged:
     if summary is None:
         return (None, None, None, None, None, None, None, "too few machines")
-    n, mean, sd = summary
-    speedup = math.exp(mean)
+    n, center, mean, sd = summary
+    speedup = center * math.exp(mean)
     if n < MIN_MACHINES:
         return (speedup, None, None, None, None, None, None, "too few machines")
     half = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), n - 1) * sd / math.sqrt(n)
-    low, high = math.exp(mean - half), math.exp(mean + half)
+    low, high = center * math.exp(mean - half), center * math.exp(mean + half)
     spread = t_quantile(0.5 + PREDICT_LEVEL / 2, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)
-    predict = math.exp(mean - spread), math.exp(mean + spread)
-    return (speedup, INTERVAL_LABEL, low, high, *predict, PREDICT_LEVEL, decide(speedup, low, high, min_effect))
+    predict = center * math.exp(mean - spread), center * math.exp(mean + spread)
+    verdict = decide(speedup, low, high, min_effect)
+    return (speedup, INTERVAL_LABEL, low, high, *predict, PREDICT_LEVEL, verdict)
 
 
 def page_stats(
     cells: Mapping[PageKey, Iterable[Measured]], *, headline_sizes: Sequence[int], min_effect: float
 ) -> PageStats:
-    """Every cell of one page (campaign, chip, GPU cores, model file, backend) and each (variant,
-    commit)'s headline: per machine the geometric mean over headline_sizes of its values, machines
-    missing one left out. One Bonferroni family: all that have an interval."""
+    """Every cell of one page (campaign, chip, GPU cores, model file, backend; not the baseline's)
+    and each (variant, commit)'s headline: per machine the geometric mean over headline_sizes of
+    its values, machines missing one left out. One Bonferroni family: all that have an interval."""
     values: dict[PageKey, dict[Any, float]] = {}
     baselines: dict[PageKey, list[float]] = {}
     counts: dict[PageKey, tuple[int, int]] = {}
@@ -300,7 +311,7 @@ def page_stats(
 # ================================================================ end of statistics
 
 
-# ---------------------------------------------------------------- envelopes (PROTOCOL.md 1-2)
+# ---------------------------------------------------------------- envelopes (docs/protocol.md 1-2)
 
 
 def strict_b64(text: object) -> bytes:
@@ -404,7 +415,7 @@ class Snapshot:
     failures: list[str] = field(default_factory=list)  # what did not verify, one line each (complete once read)
 
     def pending(self, keyid: str) -> bool:
-        """Whether the key was still on probation when the snapshot was written (PROTOCOL.md 5.1)."""
+        """Whether the key was still on probation when the snapshot was written (docs/protocol.md section 7)."""
         if self.key_probation_s <= 0:
             return False
         return self.registered[keyid] > self.generated_at - timedelta(seconds=self.key_probation_s)
@@ -599,17 +610,23 @@ def run_state(payload: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------- per cell
 
 
+Named = tuple[datetime, str, str, str]  # received_at, submission id, model (label or file name), quant
+
+
 @dataclass
 class Tally:
     """What one cell gathers: the included rows, the excluded counts, the keys still pending, and
-    the earliest submission with a row in it, whose claim names the model."""
+    the submissions that name the model: the earliest one it counts, else the earliest with a row."""
 
-    first: tuple[datetime, str]
-    model: str
-    quant: str
+    first: Named
+    first_counted: Named | None = None
     rows: list[Measured] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     pending: set[str] = field(default_factory=set)
+
+    @property
+    def named_by(self) -> Named:
+        return self.first_counted or self.first
 
 
 def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
@@ -624,15 +641,16 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
         page = pages[manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], machine["backend"]]
         commits = {variant["name"]: variant["commit"] for variant in payload["variants"]}
         reasons = {name: exclusion(submission, name, baseline) for name in commits}
-        arrival = (submission.received_at, submission.id)
-        names = model.get("label") or model["file_name"], model["file_type"]
+        named: Named = (
+            submission.received_at,
+            submission.id,
+            model.get("label") or model["file_name"],
+            model["file_type"],
+        )
         pending = snapshot.pending(submission.keyid)
         for (variant, batch), (ratio, base) in paired_rows(payload, baseline).items():
-            tally = page.get((variant, commits[variant], batch))
-            if tally is None:
-                tally = page[variant, commits[variant], batch] = Tally(arrival, *names)
-            elif arrival < tally.first:  # a file out of order: the earliest still names the model
-                tally.first, (tally.model, tally.quant) = arrival, names
+            tally = page.setdefault((variant, commits[variant], batch), Tally(named))
+            tally.first = min(tally.first, named)  # a file out of order: the earliest still names the model
             reason = reasons[variant]
             if reason:
                 tally.excluded[reason] += 1
@@ -640,6 +658,7 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
                 tally.pending.add(submission.keyid)
             else:
                 tally.rows.append(Measured(submission.keyid, submission.contributor, ratio, base))
+                tally.first_counted = min(tally.first_counted or named, named)
     boards: dict[str, list[Row]] = {slug: [] for slug in snapshot.campaigns}
     for page_id in sorted(pages, key=lambda p: (p[0], p[1], -1 if p[2] is None else p[2], p[3], p[4])):
         boards[page_id[0]] += page_rows(page_id, pages[page_id], snapshot.rules[page_id[0]])
@@ -660,9 +679,9 @@ def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules) -
             {
                 "chip": chip,
                 "gpu_cores": gpu_cores,
-                "model": tally.model,
+                "model": tally.named_by[2],
                 "model_sha256": sha256,
-                "quant": tally.quant,
+                "quant": tally.named_by[3],
                 "variant": variant,
                 "commit": commit,
                 "batch_size": batch,
@@ -788,6 +807,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.server and not args.snapshot:
         parser.error("give --server, --snapshot, or both")
     report = sys.stderr if args.json else sys.stdout  # stdout stays pure JSON with --json
+    if MISSING_DEPENDENCY:
+        print(
+            f"recompute_cells.py needs PyNaCl to verify signatures ({MISSING_DEPENDENCY}): pip install pynacl",
+            file=sys.stderr,
+        )
+        return 4
     try:
         return run(args, report)
     except Unreachable as exc:

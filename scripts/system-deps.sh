@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages the test suite needs: a C/C++ toolchain and CMake (llama.cpp builds), clang
 # (the patch verifier type-checks the Metal kernels as C++), Chromium and its driver (the browser
-# test), and PostgreSQL/Redis client tools. Installs only what is missing; needs root or sudo.
+# test), PostgreSQL/Redis client tools, and ICU with pkg-config (PyICU builds against them).
+# Installs only what is missing; needs root or sudo.
 set -euo pipefail
 need=()
 command -v cmake >/dev/null || need+=(cmake)
@@ -13,6 +14,8 @@ command -v clang++ >/dev/null || ls /usr/bin/clang++-* >/dev/null 2>&1 || need+=
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 command -v pg_isready >/dev/null || need+=(postgresql-client)
 command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists icu-uc 2>/dev/null || need+=(libicu-dev)  # PyICU builds against it (handle skeletons)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

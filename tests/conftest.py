@@ -3,7 +3,6 @@ derived from the protocol test vector's payload."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import uuid
@@ -12,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_protocol import envelope
+from benchhub_protocol import envelope, payloads
+from benchhub_protocol.payloads import signed_registration, signed_submission
 
 VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "protocol-vector.json").read_text())
 PATCH_TEXT = {
@@ -41,45 +41,9 @@ def personas() -> dict[str, envelope.Signer]:
     return {name: persona(name) for name in PERSONAS}
 
 
-def registration_envelope(signer: envelope.Signer, handle: str, *vouchers: envelope.Signer) -> bytes:
-    payload = {
-        "schema_version": 1,
-        "handle": handle,
-        "public_key": signer.public_key_b64,
-        "created_at": "2026-11-29T10:00:00Z",
-    }
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer, *vouchers]))
-
-
-def submission_envelope(payload: Mapping[str, Any], signer: envelope.Signer) -> bytes:
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.SUBMISSION_TYPE, [signer]))
-
-
 def vector_payload() -> dict[str, Any]:
     payload: dict[str, Any] = json.loads(VECTOR["submission_payload_utf8"])
     return payload
-
-
-def _runs(tg: TgTable, reps: int, prompt_tps: float = 500) -> list[dict[str, Any]]:
-    """Interleaved A B, then B A, as the agent runs them."""
-    runs = []
-    names = list(tg)
-    seq = 0
-    for rep in range(1, reps + 1):
-        for name in names if rep % 2 else list(reversed(names)):
-            seq += 1
-            rows = [
-                {
-                    "batch_size": batch_size,
-                    "pp_tps": prompt_tps,
-                    "tg_tps": values[rep - 1],
-                    "t_pp_s": 0.25,
-                    "t_tg_s": round(64 * batch_size / values[rep - 1], 6),
-                }
-                for batch_size, values in sorted(tg[name].items())
-            ]
-            runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
-    return runs
 
 
 def build_payload(
@@ -92,24 +56,29 @@ def build_payload(
     degenerate: Mapping[str, bool] | None = None,
     patches_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The vector's payload with real patch hashes, a fresh nonce and the numbers a test needs.
+    """The vector's machine, model and build with real patch hashes, a fresh nonce and the numbers a
+    test needs (benchhub_protocol.payloads builds it).
 
     `tg` maps variant -> batch size -> one tg_tps per rep; `correctness` maps variant -> status;
     `degenerate` maps variant -> whether its greedy output looped.
     """
-    payload = copy.deepcopy(vector_payload())
-    payload["nonce"] = nonce or uuid.uuid4().hex
-    payload["machine"].update(machine or {})
-    payload["model"].update(model or {})
+    vector = vector_payload()
+    nonce = nonce or uuid.uuid4().hex
     tg = tg or {"upstream": {1: [160, 160], 4: [148, 148]}, "01": {1: [160, 160], 4: [209.9, 210.1]}}
     reps = len(next(iter(next(iter(tg.values())).values())))
-    payload["sweep"]["batch_sizes"] = sorted({size for table in tg.values() for size in table})
     # Prompt rates that differ with the nonce: two payloads are then two measurements, not the same
     # sweep rows sent again (which a key may not do), while every decode figure stays as given.
-    payload["sweep"]["runs"] = _runs(tg, reps, 500 + int(payload["nonce"][:6], 16) / 1e6)
-    commit = payload["variants"][0]["commit"]
+    prompt_tps = 500 + int(nonce[:6], 16) / 1e6
+
+    def rows(name: str, rep: int) -> list[dict[str, Any]]:
+        return [
+            payloads.sweep_row(batch_size, values[rep - 1], prompt_tps)
+            for batch_size, values in sorted(tg[name].items())
+        ]
+
+    commit = vector["variants"][0]["commit"]
     patch_lists = {"upstream": [], "01": ["01-mv-ext-iquants.patch"], "01+02": list(PATCH_TEXT)}
-    payload["variants"] = [
+    variants = [
         {
             "name": name,
             "commit": commit,
@@ -120,33 +89,21 @@ def build_payload(
         }
         for name in tg
     ]
-    statuses = {name: "pass" for name in tg} | dict(correctness or {})
-    payload["correctness"] = [
-        {
-            "variant": name,
-            "tool": "test-backend-ops",
-            "op": "MUL_MAT",
-            "backend": "MTL0",
-            "status": status,
-            "passed": 63 if status == "pass" else 0,
-            "failed": 5 if status == "fail" else 0,
-        }
-        for name, status in statuses.items()
-    ]
-    loops = dict(degenerate or {})
-    payload["generation"] = [
-        {
-            "variant": name,
-            "prompt_id": "ocean",
-            "n_tokens": 96,
-            "output_sha256": ("d" if loops.get(name) else "c") * 64,
-            "degenerate": loops.get(name, False),
-            "repetition_score": 0.9 if loops.get(name) else 0.05,
-            "identical_to_baseline": loops.get(name, False) == loops.get("upstream", False),
-        }
-        for name in tg
-    ]
-    return payload
+    return payloads.submission(
+        nonce=nonce,
+        campaign=vector["campaign"],
+        created_at=vector["created_at"],
+        agent=vector["agent"],
+        machine={**vector["machine"], **(machine or {})},
+        model={**vector["model"], **(model or {})},
+        llama_cpp=vector["llama_cpp"],
+        sweep={key: value for key, value in vector["sweep"].items() if key not in ("batch_sizes", "order", "runs")},
+        variants=variants,
+        runs=payloads.interleaved_runs(list(tg), reps, rows),
+        batch_sizes=sorted({size for table in tg.values() for size in table}),
+        statuses=correctness,
+        looped=degenerate,
+    )
 
 
 @pytest.fixture
@@ -187,10 +144,10 @@ class Api:
         return self.client.post(url, data=body, content_type="application/json", **headers)
 
     def register(self, signer: envelope.Signer, handle: str, *vouchers: envelope.Signer) -> Any:
-        return self.post(self.contributors, registration_envelope(signer, handle, *vouchers))
+        return self.post(self.contributors, signed_registration(signer, handle, *vouchers))
 
     def submit(self, payload: Mapping[str, Any], signer: envelope.Signer, **headers: Any) -> Any:
-        return self.post(self.submissions, submission_envelope(payload, signer), **headers)
+        return self.post(self.submissions, signed_submission(payload, signer), **headers)
 
     def another_machine(self, owner: envelope.Signer, handle: str, n: int) -> envelope.Signer:
         """The n-th other machine of a contributor: its own key, added to the handle with the

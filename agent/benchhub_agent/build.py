@@ -3,8 +3,10 @@
 One build directory per (backend, flags, compiler) serves every variant, whatever its commit: variants
 differ by a few patched files or by what their commits change, so after the first only those
 recompile. The binaries of each variant are then copied into a cache keyed by everything that shapes
-them (its commit and patches included), so a second run with the same inputs builds nothing. Static
-linking (BUILD_SHARED_LIBS=OFF) makes each copied binary self-contained.
+them: the git tree id of the source actually compiled (worktree.snapshot, so a --llama-src checkout
+with local edits or a tarball of another version is never reused as the pinned commit), its patches,
+the backend, the flags, the compiler and the targets. A second run with the same inputs builds
+nothing. Static linking (BUILD_SHARED_LIBS=OFF) makes each copied binary self-contained.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from pathlib import Path
 from .campaign import Variant
 from .dirs import Dirs, write_atomic
 from .errors import AgentError, ExitCode
-from .source import WorkTree, locked
+from .source import locked
 from .tools import exit_line, parse_version, waited_seconds
+from .worktree import WorkTree, snapshot
 
 TOOLS = ("llama-batched-bench", "test-backend-ops", "llama-completion")
 BASE_FLAGS = (
@@ -86,9 +89,10 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def binary_key(variant: Variant, config: BuildConfig, compiler: str, targets: Sequence[str]) -> str:
+def binary_key(variant: Variant, config: BuildConfig, compiler: str, targets: Sequence[str], source_tree: str) -> str:
+    """`source_tree`: the git tree id of the pristine source (the commit is only what the variant claims)."""
     patches = [patch.sha256 for patch in variant.patches]
-    return _digest(variant.commit, patches, config.backend, config.flags, compiler, sorted(targets))[:24]
+    return _digest(source_tree, variant.commit, patches, config.backend, config.flags, compiler, sorted(targets))[:24]
 
 
 @dataclass(frozen=True)
@@ -144,16 +148,20 @@ def build_variants(
     targets: Sequence[str] = TOOLS,
 ) -> list[Built]:
     compiler = compiler_version()
+    store = dirs.sources / "trees.git"
+    report("reading the source tree", None)
+    source_tree = snapshot(pristine, store)
     built: list[Built] = []
     for variant in variants:
-        key = binary_key(variant, config, compiler, targets)
+        key = binary_key(variant, config, compiler, targets, source_tree)
         bin_dir = dirs.binaries / key
         if all((bin_dir / target).is_file() for target in targets):
             built.append(Built(variant.name, bin_dir, cached=True))
             continue
         root = dirs.builds / f"{config.backend}-{_digest(config.backend, config.flags, compiler)[:16]}"
         with locked(root.with_suffix(".lock")):
-            _build_one(variant, WorkTree(pristine, root / "src"), root / "build", config, targets, log_dir, report)
+            tree = WorkTree(pristine, root / "src", store)
+            _build_one(variant, tree, root / "build", config, targets, log_dir, report)
             partial = bin_dir.with_name(bin_dir.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir(parents=True)
@@ -164,6 +172,7 @@ def build_variants(
                 "backend": config.backend,
                 "flags": config.flags,
                 "compiler": compiler,
+                "source_tree": source_tree,
             }
             write_atomic(partial / "build.json", json.dumps(info, indent=1).encode())
             shutil.rmtree(bin_dir, ignore_errors=True)
@@ -215,8 +224,9 @@ def _build_one(
 
 
 def _check_commit(variant: Variant, bin_dir: Path) -> None:
-    """The binary's own version banner must name the variant's commit: a source tree that is not the
-    pinned commit would otherwise publish numbers under the wrong label."""
+    """The binary's own version banner must name the variant's commit when it names one. A tree without
+    .git (an export, a tarball) prints `unknown`, which proves nothing: the source tree id in the cache
+    key and `llama_cpp.source` in the payload are what tell such a tree from the pinned commit."""
     completion = bin_dir / "llama-completion"
     if not completion.is_file():
         return

@@ -139,6 +139,11 @@ def load(slug: str, server: str | None, dirs: Dirs, required: bool = False) -> t
         raise AgentError(ExitCode.USAGE, f"--campaign {slug!r} is not a campaign slug (letters, digits, '-', '_').")
     if not server:
         return bundled(slug), "no server given"
+    with client.phase("loading the campaign", client.CAMPAIGN_DEADLINE_S):
+        return _load_from(slug, server, dirs, required)
+
+
+def _load_from(slug: str, server: str, dirs: Dirs, required: bool) -> tuple[Campaign, str | None]:
     try:
         response = client.get_json(server, f"/api/v1/campaigns/{slug}/")
     except AgentError as error:

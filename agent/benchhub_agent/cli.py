@@ -125,6 +125,11 @@ def _ensure_registered(server: str, handle: str | None, interactive: bool, force
     known = keys.registered_handle(dirs, server, signer.keyid)
     if known and not handle and not force:
         return
+    moved = None if known else keys.handle_of_previous_key(dirs, server)
+    if moved is not None:  # a new key for new hardware: linked to the handle by the key it replaced
+        linked = keys.register(dirs, server, moved[0], signer, moved[1])
+        click.echo(printable(f"Linked this machine's new key {signer.keyid[:16]}… to {linked} on {server}."), err=True)
+        return
     handle = handle or known
     if not handle:
         if not interactive:
@@ -184,8 +189,9 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 @click.option("--yes", is_flag=True, help="Answer yes to publishing and to running on battery (not to untrusted code).")
 @click.option(
     "--trust-campaign",
-    metavar="SLUG",
-    help="Build campaign SLUG's code even though it is not the copy bundled with this agent (it is listed first).",
+    metavar="SLUG@sha256:DIGEST",
+    help="Run campaign SLUG although it is not the copy bundled with this agent, for the manifest of this "
+    "digest only (the listing prints it; any change asks again).",
 )
 @click.option("--no-upload", is_flag=True, help="Keep the result local (it stays in the outbox).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
@@ -252,6 +258,7 @@ def run(
         label=label,
     )
     done = pipeline.run(options, plan, dirs, progress)
+    signer = keys.for_machine(dirs, done.payload["machine"], _say)  # a key is one machine
     body = result.signed_bytes(done.payload, signer)
     write_atomic(done.envelope_path, body)
     if out:
@@ -406,11 +413,11 @@ def key_link(handle: str, existing_key: Path, server: str | None) -> None:
     click.echo(printable(f"This key is now on {linked}."))
 
 
-@main.command(epilog=EPILOG)
+@main.command("verify", epilog=EPILOG)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--public-key", help="Base64 public key to check the signature with (default: this machine's key).")
 @handled
-def verify(file: Path, public_key: str | None) -> None:
+def verify_file(file: Path, public_key: str | None) -> None:
     """Check a signed result: envelope, canonical payload, schema v1 and the Ed25519 signature."""
     try:
         opened = open_envelope(strict_loads(file.read_bytes()))

@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     PLATFORM = 12  # this Python cannot measure this machine (x86 under Rosetta on Apple silicon)
     DECLINED = 13  # on battery or in Low Power Mode, and the run was not confirmed (answer yes, or pass --yes)
     DEVICE = 14  # the model did not run on the device backend asked for (llama.cpp fell back to the CPU)
+    DEADLINE = 15  # a request, a git fetch or the loading of a campaign ran past its deadline
     INTERRUPTED = 130  # Ctrl-C
 
 

@@ -1,4 +1,4 @@
-"""Facts about the machine (PROTOCOL 4.2) and its run state (power, thermal), from the OS's own tools.
+"""Facts about the machine (docs/protocol.md 4.2) and its run state (power, thermal), from the OS's own tools.
 
 Parsers are pure functions over what the tools print; `collect` runs the tools. macOS parsers are
 tested on outputs recorded on real Macs (tests/agent/fixtures/macos/README.md and each

@@ -26,9 +26,20 @@ COMMIT = re.compile(r"[0-9a-f]{40}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 # refs/ and components that each start with a letter, digit or '_': no '..', no '-x', no '//'.
 REF = re.compile(r"refs(?:/[A-Za-z0-9_][A-Za-z0-9._-]{0,99}){2,8}")
-# The campaign allow-list: ggml's and llama.cpp's own switches, never the loader's (LD_PRELOAD, DYLD_*).
-ENV_KEY = re.compile(r"(?:GGML|LLAMA)_[A-Z0-9_]{1,60}")
-ENV_VALUE_MAX = 256
+# The only variables a manifest may set: ggml's performance switches that the campaigns need (patch 02's
+# opt-in per i-quant, read once per process by ggml-metal-device.cpp). A closed list, not a pattern:
+# llama.cpp reads every LLAMA_ARG_* as a command-line option (LLAMA_ARG_LOG_FILE writes a file), and
+# the loader's variables (LD_PRELOAD, DYLD_*) load code. A new switch needs a new agent release.
+ENV_ALLOWED = frozenset(
+    {
+        "GGML_METAL_MV_IQ2_XXS_VEC",
+        "GGML_METAL_MV_IQ2_XS_VEC",
+        "GGML_METAL_MV_IQ2_S_VEC",
+        "GGML_METAL_MV_IQ3_XXS_VEC",
+    }
+)
+# A switch's value: a short word or number, never a path, a library or a URL (no '/', ':', '~' or '=').
+ENV_VALUE = re.compile(r"[A-Za-z0-9_.,+-]{0,32}")
 MAX_VARIANTS = 16
 MAX_PATCHES = 16
 
@@ -85,9 +96,9 @@ def _env(value: object, slug: str, where: str) -> dict[str, str]:
     if not isinstance(value, Mapping) or len(value) > 32:
         raise _refuse(slug, where, "is not a map of at most 32 variables")
     for key, setting in value.items():
-        _string(key, ENV_KEY, slug, f"{where} key", "a GGML_* or LLAMA_* variable")
-        if not isinstance(setting, str) or len(setting) > ENV_VALUE_MAX or not setting.isprintable():
-            raise _refuse(slug, f"{where}.{key}", f"{_shown(setting)} is not a plain one-line string")
+        if key not in ENV_ALLOWED:
+            raise _refuse(slug, f"{where} key", f"{_shown(key)} is not one of the ggml switches this agent passes on")
+        _string(setting, ENV_VALUE, slug, f"{where}.{key}", "a short plain value (letters, digits, '.', ',', '+', '-')")
     return dict(value)
 
 

@@ -1,4 +1,4 @@
-"""Facts about the GGUF model (PROTOCOL 4.3), checked before anything is built."""
+"""Facts about the GGUF model (docs/protocol.md 4.3), checked before anything is built."""
 
 from __future__ import annotations
 
@@ -54,6 +54,9 @@ def file_type_name(value: int) -> str:
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
+MAX_NESTING = 4  # arrays of arrays: gguf writes one level; a crafted file must not recurse without end
+MAX_DIMS = 8  # ggml tensors have at most 4
+MAX_ALIGNMENT = 1 << 20
 
 
 class _Header:
@@ -91,22 +94,35 @@ class _Header:
         self.offset = offset
         self.skip(0)
 
-    def value(self, kind: int) -> Any:
+    def value(self, kind: int, depth: int = 0) -> Any:
         if kind in _SCALARS:
             return self.unpack(_SCALARS[kind])
         if kind == _STRING:
             return self.string()
         if kind == _ARRAY:
+            if depth >= MAX_NESTING:
+                raise ValueError(f"arrays nested more than {MAX_NESTING} deep")
             element, count = self.unpack("<I"), self.unpack("<Q")
             if element in _SCALARS:
                 self.skip(struct.calcsize(_SCALARS[element]) * count)
             elif element == _STRING:
                 self.skip_strings(count)
             else:
+                # Each element takes at least 12 bytes (its type and count): a count the file cannot hold
+                # is refused at once instead of looping over it.
+                if count * 12 > len(self.data) - self.offset:
+                    raise ValueError(f"an array of {count} elements longer than the file")
                 for _ in range(count):
-                    self.value(element)
+                    self.value(element, depth + 1)
             return None
         raise ValueError(f"unknown value type {kind}")
+
+
+def _whole(value: object, path: Path, key: str, low: int, high: int) -> int:
+    """An integer field within bounds (never a float, an infinity, a string or a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _bad(path, f"has a {key} of {str(value)[:40]!r}, not an integer from {low} to {high}")
+    return value
 
 
 def read_gguf(path: Path) -> dict[str, Any]:
@@ -124,6 +140,9 @@ def read_gguf(path: Path) -> dict[str, Any]:
                 header.skip(4)  # the magic
                 header.unpack("<I")  # version
                 n_tensors, n_kv = header.unpack("<Q"), header.unpack("<Q")
+                # A key-value pair takes at least 13 bytes, a tensor's entry at least 24.
+                if n_kv * 13 + n_tensors * 24 > size:
+                    raise ValueError(f"{n_kv} keys and {n_tensors} tensors do not fit in {size} bytes")
                 fields = {}
                 for _ in range(n_kv):
                     key = header.string()
@@ -131,15 +150,23 @@ def read_gguf(path: Path) -> dict[str, Any]:
                 tensors = []
                 for _ in range(n_tensors):
                     header.string()
-                    dims = [header.unpack("<Q") for _ in range(header.unpack("<I"))]
+                    n_dims = header.unpack("<I")
+                    if n_dims > MAX_DIMS:
+                        raise ValueError(f"a tensor of {n_dims} dimensions")
+                    dims = [header.unpack("<Q") for _ in range(n_dims)]
                     tensors.append((dims, header.unpack("<I"), header.unpack("<Q")))
                 header_end = header.offset
-        except (ValueError, struct.error, OSError) as error:
+        except (ValueError, struct.error, OSError, OverflowError, MemoryError) as error:
             raise _bad(path, f"is not a readable GGUF file ({error})") from error
     architecture = fields.get("general.architecture")
     if not isinstance(architecture, str) or not tensors:
         raise _bad(path, "has no general.architecture or no tensors")
-    alignment = int(fields.get("general.alignment") or 32)
+    alignment = _whole(fields.get("general.alignment", 32), path, "general.alignment", 1, MAX_ALIGNMENT)
+    if alignment & (alignment - 1):
+        raise _bad(path, f"has a general.alignment of {alignment}, not a power of two")
+    file_type = fields.get("general.file_type")
+    if file_type is not None:
+        file_type = _whole(file_type, path, "general.file_type", 0, 2**32 - 1)
     data_start = -(-header_end // alignment) * alignment
     bytes_by_type: dict[str, int] = {}
     n_params = end = 0
@@ -148,6 +175,8 @@ def read_gguf(path: Path) -> dict[str, Any]:
             quant = gguf.GGMLQuantizationType(type_id)
         except ValueError as error:
             raise _bad(path, f"has a tensor of unknown type {type_id}") from error
+        if quant not in gguf.GGML_QUANT_SIZES:
+            raise _bad(path, f"has a tensor of type {quant.name}, whose size this agent does not know")
         elements = math.prod(dims)
         block_size, type_size = gguf.GGML_QUANT_SIZES[quant]
         n_bytes = elements // block_size * type_size
@@ -156,20 +185,28 @@ def read_gguf(path: Path) -> dict[str, Any]:
         end = max(end, data_start + offset + n_bytes)
     if end > size:
         raise _bad(path, f"is truncated: its tensors need {end} bytes, the file has {size}")
-    file_type = fields.get("general.file_type")
     return {
         "architecture": architecture,
         "n_params": n_params,
-        "file_type": file_type_name(int(file_type)) if file_type is not None else "unknown",
+        "file_type": file_type_name(file_type) if file_type is not None else "unknown",
         "tensor_bytes_by_type": dict(sorted(bytes_by_type.items())),
     }
 
 
 def sha256_cached(path: Path, dirs: Dirs) -> str:
-    """SHA-256 of the file, remembered by (resolved path, size, mtime): a 20 GB model is hashed once."""
+    """SHA-256 of the file, remembered by its resolved path and stat: a 20 GB model is hashed once. The
+    stamp holds the device, inode and ctime as well as size and mtime: another file of the same size moved
+    in with a preserved mtime (`cp -p`, `rsync -a`) has another inode or a new ctime, which no user
+    command can set back, so it is hashed again."""
     stat = path.stat()
     key = str(path.resolve())
-    stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    stamp = {
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "inode": stat.st_ino,
+        "device": stat.st_dev,
+    }
     try:
         known: dict[str, Any] = json.loads(dirs.hashes.read_text())
     except (OSError, ValueError):

@@ -126,7 +126,9 @@ def _binaries(
                 raise AgentError(ExitCode.USAGE, f"--variant {entry.name}: {entry.bin_dir} has no {missing[0]}.")
         done = subprocess.run([str(bins[0].bin_dir / "llama-completion"), "--version"], capture_output=True, text=True)
         compiler = parse_version(done.stderr + done.stdout)[1] or "unknown"
-        return bins, {"repo": plan.repo, "build_type": "prebuilt", "cmake_flags": [], "compiler": compiler}
+        # Binaries built elsewhere: the agent cannot tell which source they were compiled from.
+        facts = {"repo": plan.repo, "build_type": "prebuilt", "cmake_flags": [], "compiler": compiler}
+        return bins, {**facts, "source": "local"}
     config = build.BuildConfig(backend, options.cmake_args)
     commits = list(dict.fromkeys(variant.commit for variant in variants))  # the baseline's first
     if options.llama_src and len(commits) > 1:
@@ -140,7 +142,7 @@ def _binaries(
         pristine = (
             source.from_user(options.llama_src, dirs) if options.llama_src else source.from_git(plan.repo, commit, dirs)
         )
-        progress.start(f"Building for {backend} (cached by commit, patches, flags and compiler)")
+        progress.start(f"Building for {backend} (cached by source tree, patches, flags and compiler)")
         group = [variant for variant in variants if variant.commit == commit]
         for item in build.build_variants(group, pristine, config, dirs, logs, progress.update):
             built[item.variant] = item
@@ -151,6 +153,8 @@ def _binaries(
         "build_type": "Release",
         "cmake_flags": config.flags,
         "compiler": build.compiler_version(),
+        # "local": built from --llama-src, not from the pinned commit's git tree; the service flags it.
+        "source": "local" if options.llama_src else "pinned",
     }
     return bins, facts
 

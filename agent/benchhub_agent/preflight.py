@@ -36,11 +36,11 @@ def load_campaign(slug: str, server: str | None, upload: bool, dirs: Dirs, progr
 
 
 def confirm_code(
-    plan: campaign.Campaign, trusted_slug: str | None, prebuilt: bool, interactive: bool, echo: Echo, ask: Ask
+    plan: campaign.Campaign, trusted: str | None, prebuilt: bool, interactive: bool, echo: Echo, ask: Ask
 ) -> None:
-    """Code that did not ship with the agent needs an explicit yes; binaries the user built need none."""
-    if not prebuilt:
-        trust.confirm(plan, trusted_slug, interactive, echo, ask)
+    """What the server's campaign runs here needs an explicit yes unless it is the bundled copy; with the
+    user's own binaries (`prebuilt`) that is still each variant's environment and the sweep."""
+    trust.confirm(plan, trusted, prebuilt, interactive, echo, ask)
 
 
 def power_problems(state: dict[str, Any]) -> list[str]:

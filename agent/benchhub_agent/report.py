@@ -20,7 +20,7 @@ def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
 
 def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """Per (variant, batch size): the baseline's median decode t/s over rounds, the speedup as the median
-    of the round-paired ratios and the half-width of their 95% interval. As in PROTOCOL 5.1, a variant's
+    of the round-paired ratios and the half-width of their 95% interval. As in docs/protocol.md, cells, a variant's
     t/s is the baseline's times the speedup, so the three numbers shown always agree."""
     runs = payload["sweep"]["runs"]
     medians = _medians(runs)

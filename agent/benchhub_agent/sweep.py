@@ -181,7 +181,7 @@ def run_sweep(
     machine's run state before every round; `require_offload` (a device backend's name) stops the
     sweep when a run's log shows the model was not offloaded to it.
 
-    Returns the runs (PROTOCOL 4.4), the sweep's flags and the run-state samples."""
+    Returns the runs (docs/protocol.md 4.4), the sweep's flags and the run-state samples."""
     names = [name for name, _, _ in variants]
     rounds = _Round(
         {name: (bin_dir, env) for name, bin_dir, env in variants}, model, settings, log_dir, report, require_offload

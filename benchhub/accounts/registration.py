@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 3: registering a key with proof of possession, and linking a second key to a
+"""docs/protocol.md section 3: registering a key with proof of possession, and linking a second key to a
 handle (an envelope signed by the new key and by a key already on the handle)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import Contributor, PublicKey
+from benchhub.accounts.names import check_handle, handle_key
 
 
 @dataclass(frozen=True)
@@ -55,36 +56,53 @@ def _voucher(opened: envelope.OpenedEnvelope, contributor: Contributor, new_keyi
     return None
 
 
-def register(body: bytes) -> Registration:
+def register(body: bytes, network: str = "") -> Registration:
+    """`network`: the client's network (throttling.network_of), kept on a new key so that a
+    moderator can retire every key registered from it."""
     opened, payload, public_key = _open(body)
     keyid = envelope.keyid_of(public_key)
     handle = str(payload["handle"])
+    check_handle(handle)
     try:
         with transaction.atomic():
-            return _register(opened, handle, keyid, public_key)
+            return _register(opened, handle, keyid, public_key, network)
     except IntegrityError:
         # A concurrent registration won the race for this handle or key; answer as if it came first.
         with transaction.atomic():
-            return _register(opened, handle, keyid, public_key)
+            return _register(opened, handle, keyid, public_key, network)
 
 
-def _register(opened: envelope.OpenedEnvelope, handle: str, keyid: str, public_key: bytes) -> Registration:
+def _holder(handle: str) -> Contributor | None:
+    """The contributor whose handle reads as this one (or, for rows older than the rule, equals
+    it but for case)."""
+    return (
+        Contributor.objects.filter(handle_key=handle_key(handle)).first()
+        or Contributor.objects.filter(handle__iexact=handle).first()
+    )
+
+
+def _register(
+    opened: envelope.OpenedEnvelope, handle: str, keyid: str, public_key: bytes, network: str
+) -> Registration:
     known = PublicKey.objects.select_related("contributor").filter(keyid=keyid).first()
     if known is not None:
-        if known.contributor.handle.lower() != handle.lower():
+        if handle_key(known.contributor.handle) != handle_key(handle):
             raise IngestError(409, "key_taken", "This key is already registered to another handle.", "public_key")
         return Registration(200, known.contributor.handle, keyid)
-    contributor = Contributor.objects.filter(handle__iexact=handle).first()
+    contributor = _holder(handle)
     if contributor is None:
-        contributor = Contributor.objects.create(handle=handle)
-        PublicKey.objects.create(keyid=keyid, public_key=public_key, contributor=contributor)
+        contributor = Contributor.objects.create(handle=handle, handle_key=handle_key(handle))
+        PublicKey.objects.create(
+            keyid=keyid, public_key=public_key, contributor=contributor, registered_network=network
+        )
         return Registration(201, contributor.handle, keyid)
     if _voucher(opened, contributor, keyid) is None:
         raise IngestError(
             409,
             "handle_taken",
-            "This handle belongs to other keys; to add a key, also sign with a key already on the handle.",
+            f"The handle {contributor.handle!r} (which {handle!r} reads as) belongs to other keys; to add a key, "
+            "also sign with a key already on the handle.",
             "handle",
         )
-    PublicKey.objects.create(keyid=keyid, public_key=public_key, contributor=contributor)
+    PublicKey.objects.create(keyid=keyid, public_key=public_key, contributor=contributor, registered_network=network)
     return Registration(201, contributor.handle, keyid)

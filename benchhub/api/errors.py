@@ -1,4 +1,4 @@
-"""Every API error is `{"error": <code>, "detail": <sentence>, ...}` (PROTOCOL.md), never HTML."""
+"""Every API error is `{"error": <code>, "detail": <sentence>, ...}` (docs/protocol.md), never HTML."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ class ApiError(exceptions.APIException):
         self.status_code = http_status
         self.code = code
         self.field = field
-        self.extra = extra
+        self.extra = extra  # more for a client to act on: the refused value, the known ones
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"error": self.code, "detail": str(self.detail), **self.extra}
         if self.field:
             body["field"] = self.field
-        return body
+        return body | self.extra
 
 
 def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:
@@ -68,6 +68,21 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("not_found", "No such resource."), status=status.HTTP_404_NOT_FOUND)
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refuses before any view (a Host not allowed, a malformed header)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            error_body("bad_request", "The request was malformed or its Host is not served."), status=400
+        )
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("forbidden", "This request is not allowed."), status=403)
+    return defaults.permission_denied(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -48,7 +48,15 @@ def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
     )
 
 
+# A cell a spreadsheet would read as a formula (OWASP, CSV injection): `=HYPERLINK(...)`, `+...`,
+# `-...`, `@...`, or one behind a tab or carriage return.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def csv_value(column: str, value: Any) -> Any:
+    if isinstance(value, str):
+        # Contributor text (chip, model, handle...): a leading ' makes a spreadsheet show it as text.
+        return "'" + value if value.startswith(FORMULA_STARTS) else value
     if value is None:
         return ""
     if column in DECIMALS:

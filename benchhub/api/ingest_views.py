@@ -11,9 +11,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchhub.api import serializers
+from benchhub.api import examples, serializers
 from benchhub.api.errors import ApiError
-from benchhub.api.throttling import AddressThrottle, KeyThrottle
+from benchhub.api.throttling import (
+    REGISTRATION_THROTTLES,
+    AddressThrottle,
+    KeyThrottle,
+    check_in_order,
+    client_address,
+    network_of,
+)
 from benchhub.results import ingest
 
 ERRORS = {
@@ -23,7 +30,9 @@ ERRORS = {
         serializers.ErrorSerializer, "conflict (handle taken, nonce reused, payload replayed under another key)"
     ),
     413: OpenApiResponse(serializers.ErrorSerializer, "body over the size limit"),
-    429: OpenApiResponse(serializers.ErrorSerializer, "throttled per client address or per key"),
+    429: OpenApiResponse(
+        serializers.ErrorSerializer, "throttled per client address, per key, or (registration) per network or overall"
+    ),
 }
 
 
@@ -47,7 +56,10 @@ def _refusal(error: ingest.IngestError) -> ApiError:
 
 
 class ContributorsView(APIView):
-    throttle_classes = (AddressThrottle,)
+    throttle_classes = REGISTRATION_THROTTLES
+
+    def check_throttles(self, request: Request) -> None:
+        check_in_order(request, self, [throttle() for throttle in REGISTRATION_THROTTLES])
 
     @extend_schema(
         operation_id="register_key",
@@ -57,6 +69,7 @@ class ContributorsView(APIView):
             "being registered; to add a key to an existing handle, also signed by a key already on it."
         ),
         request=serializers.EnvelopeSerializer,
+        examples=[examples.REGISTRATION],
         responses={
             201: serializers.RegistrationResponseSerializer,
             200: serializers.RegistrationResponseSerializer,
@@ -65,7 +78,8 @@ class ContributorsView(APIView):
     )
     def post(self, request: Request) -> Response:
         try:
-            registration = ingest.register(read_body(request))
+            network = network_of(client_address(request._request))
+            registration = ingest.register(read_body(request), network=network)
         except ingest.IngestError as error:
             raise _refusal(error) from None
         return Response(registration.body(), status=registration.http_status)

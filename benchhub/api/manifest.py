@@ -1,4 +1,4 @@
-"""The campaign manifest of PROTOCOL.md section 5, built from the definition and the patch files."""
+"""The campaign manifest of docs/protocol.md section 6, built from the definition and the patch files."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC
+from typing import Any
+from urllib.parse import quote, urlencode
 
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import NotFound
@@ -18,8 +21,19 @@ class CheckedCursor(CursorPagination):
     offset of +23:59 that PostgreSQL refuses) answered 500. A position must be a value of the
     ordering column, written as this API writes it; anything else is a 400 naming the cursor."""
 
+    example_path = "/api/v1/"
+    example_position = ""
+
     def canonical_position(self, position: str) -> str:
         raise NotImplementedError
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The API docs' example links: a cursor this API writes, not DRF's api.example.org/accounts/."""
+        found = super().get_paginated_response_schema(schema)
+        cursor = quote(base64.b64encode(urlencode({"p": self.example_position}).encode()).decode())
+        for key in ("next", "previous"):
+            found["properties"][key]["example"] = f"https://benchhub.example{self.example_path}?cursor={cursor}"
+        return found
 
     def decode_cursor(self, request: Request) -> Cursor | None:
         try:
@@ -35,6 +49,7 @@ class CheckedCursor(CursorPagination):
 
 
 class NewestFirst(CheckedCursor):
+    example_path, example_position = "/api/v1/submissions/", "2026-11-29 10:00:00+00:00"
     page_size = 50
     max_page_size = 500
     page_size_query_param = "page_size"
@@ -48,6 +63,7 @@ class NewestFirst(CheckedCursor):
 
 
 class ByIdDescending(CheckedCursor):
+    example_path, example_position = "/api/v1/measurements/", "48213"
     page_size = 200
     max_page_size = 1000
     page_size_query_param = "page_size"

@@ -24,12 +24,13 @@ class ReferenceRowsView(ListAPIView[ReferenceRow]):
     def get_queryset(self) -> QuerySet[ReferenceRow]:
         params = self.request.query_params
         rows = ReferenceRow.objects.all()
+        known = filters.Known(references=True)
         chip = filters.text(params, "chip")
         if chip:
             # A published row that did not state its GPU cores belongs to every binning of its chip.
-            found = filters.chip_conditions(chip)
+            found = filters.chip_conditions(chip, known)
             rows = rows.for_chip(found["chip"], found["gpu_cores"]) if "gpu_cores" in found else rows.filter(**found)
-        return filters.apply(rows, params, OTHER_FILTERS, also_known=("chip", "format"))
+        return filters.apply(rows, params, OTHER_FILTERS, also_known=("chip", "format"), known=known)
 
     @extend_schema(
         summary="Published reference rows (not signed, never part of any cell)",

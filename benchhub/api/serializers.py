@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from benchhub.api import examples
+from benchhub.results import moderation
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
 from benchhub.web.models import ReferenceRow
 
@@ -23,11 +26,13 @@ class EnvelopeSerializer(serializers.Serializer[Any]):
     signatures = SignatureSerializer(many=True)
 
 
+@extend_schema_serializer(examples=examples.REGISTERED)
 class RegistrationResponseSerializer(serializers.Serializer[Any]):
     handle = serializers.CharField()
     keyid = serializers.CharField()
 
 
+@extend_schema_serializer(examples=examples.CREATED)
 class SubmissionCreatedSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     url = serializers.URLField(help_text="the submission's web page")
@@ -44,12 +49,14 @@ class WithdrawnSerializer(serializers.Serializer[Any]):
     withdrawn_at = serializers.DateTimeField()
 
 
+@extend_schema_serializer(examples=examples.ERROR)
 class ErrorSerializer(serializers.Serializer[Any]):
     error = serializers.CharField(help_text="machine code")
     detail = serializers.CharField(help_text="human sentence")
     field = serializers.CharField(required=False, help_text="the input field at fault, as a dotted path")
 
 
+@extend_schema_serializer(examples=examples.MEASUREMENT)
 class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
     submission = serializers.UUIDField(source="submission_id")
     campaign: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -113,7 +120,7 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
     model = serializers.SerializerMethodField()
     envelope_url = serializers.SerializerMethodField()
     state = serializers.CharField(read_only=True, help_text="counted, hidden (see state_reason) or withdrawn")
-    state_reason = serializers.CharField(read_only=True)
+    state_reason = serializers.SerializerMethodField(help_text="why; a moderator's reason stays beside a withdrawal")
 
     class Meta:
         model = Submission
@@ -138,6 +145,9 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
             "thermal",
             "envelope_url",
         )
+
+    def get_state_reason(self, submission: Submission) -> str:
+        return moderation.public_reason(submission)
 
     def get_machine(self, submission: Submission) -> dict[str, Any]:
         m = submission.machine
@@ -190,7 +200,7 @@ class ExcludedSerializer(serializers.Serializer[Any]):
 
 
 class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
-    """One cell (PROTOCOL.md 5.1)."""
+    """One cell (docs/protocol.md section 7)."""
 
     excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
     interval = serializers.CharField(
@@ -230,6 +240,7 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
         )
 
 
+@extend_schema_serializer(examples=examples.LEADERBOARD)
 class LeaderboardSerializer(serializers.Serializer[Any]):
     campaign = serializers.SlugField()
     baseline = serializers.CharField()
@@ -263,6 +274,7 @@ class ManifestSerializer(serializers.Serializer[Any]):
     correctness = serializers.DictField()
 
 
+@extend_schema_serializer(examples=examples.REFERENCE_ROW)
 class ReferenceRowSerializer(serializers.ModelSerializer[ReferenceRow]):
     """A published row: the patch author's number, not signed, never in a cell."""
 

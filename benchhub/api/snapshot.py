@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from benchhub.accounts.models import Contributor
+from benchhub.results import moderation
 from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.models import Campaign, Submission
 
@@ -28,7 +29,7 @@ def _line(record: dict[str, Any]) -> bytes:
 
 
 def rules(campaign: Campaign) -> dict[str, Any]:
-    """What the service reads of a campaign's definition to judge its cells (PROTOCOL.md 5.1)."""
+    """What the service reads of a campaign's definition to judge its cells (docs/protocol.md section 7)."""
     found = campaign_rules(campaign.definition)
     return {
         "min_effect": found.min_effect,
@@ -81,7 +82,7 @@ def records(manifest_of: Callable[[Campaign], dict[str, Any]]) -> Iterator[bytes
                 "envelope": bytes(submission.raw.body).decode("utf-8"),
                 "state": state(submission),
                 "held": submission.held_back,
-                "reason": submission.state_reason,
+                "reason": moderation.public_reason(submission),
                 "withdrawn_at": submission.withdrawn_at.isoformat() if submission.withdrawn_at else None,
                 "withdrawal": bytes(submission.withdrawal).decode("utf-8") if submission.withdrawal else None,
             }

@@ -1,5 +1,6 @@
-"""Throttles per client address and per signing key (PROTOCOL.md section 4), and per client address
-on the costly reads: list pages, the leaderboard and the CSV export (issue 25).
+"""Throttles per client address and per signing key (docs/protocol.md section 4), per client address
+on the costly reads: list pages, the leaderboard and the CSV export (issue 25), and on registration
+per network (IPv4 /24, IPv6 /64 and /48) and for everyone together (issue 30: keys cost a network).
 
 The client address is REMOTE_ADDR unless BENCHHUB_TRUSTED_PROXY_COUNT proxies stand in front of
 the service; then it is the address the outermost trusted proxy appended to X-Forwarded-For,
@@ -10,6 +11,7 @@ atomic step there; while it cannot be reached they live in each process's memory
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
@@ -37,6 +39,19 @@ def client_address(request: HttpRequest) -> str:
         # Fewer hops than proxies: the request skipped a proxy; trust only the connection.
         return remote
     return hops[-proxies]
+
+
+def network_of(address: str, ipv6_prefix: int = 64) -> str:
+    """The client's network: its IPv4 /24 or its IPv6 /64 (or another prefix), as CIDR text; an
+    IPv4-mapped IPv6 address is its IPv4 address. The address itself where it does not parse."""
+    try:
+        parsed = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    prefix = 24 if parsed.version == 4 else ipv6_prefix
+    return str(ipaddress.ip_network(f"{parsed}/{prefix}", strict=False))
 
 
 logger = logging.getLogger(__name__)
@@ -173,3 +188,48 @@ class ExportThrottle(AddressThrottle):
 
     def get_rate(self) -> str:
         return str(settings.BENCHHUB_THROTTLE_EXPORT)
+
+
+class NetworkThrottle(SlidingLogThrottle):
+    """Registrations per network: a /24 or a /64 holds many addresses, one attacker's for the asking."""
+
+    scope = "network"
+    ipv6_prefix = 64
+
+    def get_rate(self) -> str:
+        return str(settings.BENCHHUB_THROTTLE_NETWORK)
+
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
+        network = network_of(client_address(request._request), self.ipv6_prefix)
+        if self.ipv6_prefix != 64 and ":" not in network:
+            return None  # the wide scope is IPv6's alone
+        return self.cache_format % {"scope": f"{self.scope}{self.ipv6_prefix}", "ident": network}
+
+
+class WideNetworkThrottle(NetworkThrottle):
+    """An IPv6 /48 is what one site is given: 65,536 /64s."""
+
+    ipv6_prefix = 48
+
+
+class RegistrationsThrottle(SlidingLogThrottle):
+    """Every registration together: the ceiling on keys an hour, whatever networks they come from."""
+
+    scope = "registrations"
+
+    def get_rate(self) -> str:
+        return str(settings.BENCHHUB_THROTTLE_REGISTRATIONS)
+
+    def get_cache_key(self, request: Request, view: APIView) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": "all"}
+
+
+REGISTRATION_THROTTLES = (AddressThrottle, NetworkThrottle, WideNetworkThrottle, RegistrationsThrottle)
+
+
+def check_in_order(request: Request, view: APIView, throttles: list[SlidingLogThrottle]) -> None:
+    """The first refusal ends the check, so a request refused for its network spends nothing of
+    the global ceiling (DRF's own loop counts it in every throttle that lets it through)."""
+    for throttle in throttles:
+        if not throttle.allow_request(request, view):
+            view.throttled(request, throttle.wait() or 1.0)

@@ -1,9 +1,10 @@
-from django.urls import URLPattern, URLResolver, path
+from django.urls import URLPattern, URLResolver, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from benchhub.api import ingest_views, reference_views, views
+from benchhub.api import ingest_views, reference_views, root, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
+    path("", root.ApiRootView.as_view(), name="api-root"),
     path("contributors/", ingest_views.ContributorsView.as_view(), name="contributors"),
     path("submissions/", views.SubmissionsView.as_view(), name="submissions"),
     path("submissions/<uuid:pk>/", views.SubmissionDetailView.as_view(), name="submission-detail"),
@@ -20,4 +21,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # Swagger UI's split view: its script is a file of ours, as the CSP asks (Redoc loads its logo from a CDN).
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    # Last: JSON for what no route above takes (a malformed id, a typo), in DEBUG too.
+    re_path(r"^submissions/(?P<pk>[^/]+)/", root.malformed_id),
+    re_path(r"^(?P<rest>.*)$", root.no_such_endpoint),
 ]

@@ -1,4 +1,4 @@
-"""Read endpoints (PROTOCOL.md section 5) and the submissions collection, whose POST is the ingest."""
+"""Read endpoints (docs/protocol.md section 6) and the submissions collection, whose POST is the ingest."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from benchhub.api import filters, serializers, snapshot
+from benchhub.api import examples, filters, serializers, snapshot
 from benchhub.api.errors import ApiError
 from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_rows, csv_value
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
@@ -84,6 +84,7 @@ class SubmissionsView(SubmissionIngestMixin, ListAPIView[Submission]):
             "key. 201 when stored, 200 with the same body when the identical envelope arrives again."
         ),
         request=serializers.EnvelopeSerializer,
+        examples=[examples.SUBMISSION],
         responses={
             201: serializers.SubmissionCreatedSerializer,
             200: serializers.SubmissionCreatedSerializer,
@@ -119,7 +120,7 @@ class LeaderboardView(APIView):
         summary="Leaderboard cells of a campaign",
         responses=serializers.LeaderboardSerializer,
         description=(
-            "One row per cell (chip, gpu_cores, model file, variant, batch_size), PROTOCOL.md section 5.1: a "
+            "One row per cell (chip, gpu_cores, model file, variant, batch_size), docs/protocol.md section 7: a "
             "submission's speedup is the median over its rounds of the round-paired ratio; a machine's is the "
             "median of its submissions'; speedup and baseline_tg_tps are medians over machines, and tg_tps = "
             "baseline_tg_tps x speedup. interval says what [ci_low, ci_high] is: '95%' (6 or more machines), "
@@ -133,29 +134,27 @@ class LeaderboardView(APIView):
         ],
     )
     def get(self, request: Request) -> HttpResponse:
-        filters.reject_unknown(request.query_params, {"campaign", "format", *CELL_FILTERS})
-        slug = filters.text(request.query_params, "campaign")
+        params = request.query_params
+        filters.reject_unknown(params, {"campaign", "format", *CELL_FILTERS})
+        slug = filters.text(params, "campaign")
         if not slug:
             raise ApiError(400, "missing_parameter", "The campaign parameter is required.", "campaign")
-        campaign = get_object_or_404(Campaign, slug=slug)
-        cells = filters.apply(
-            LeaderboardCell.objects.filter(campaign=campaign),
-            request.query_params,
-            CELL_FILTERS,
-            also_known=("campaign", "format"),
-        )
-        return HttpResponse(leaderboard_json(campaign, cells, request.query_params), content_type="application/json")
+        campaign = Campaign.objects.filter(slug=slug).first()
+        if campaign is None:
+            raise filters.unknown_value("campaign", slug, sorted(Campaign.objects.values_list("slug", flat=True)))
+        conditions = filters.recognised(params, CELL_FILTERS, filters.Known(campaign))
+        cells = LeaderboardCell.objects.filter(campaign=campaign, **conditions)
+        return HttpResponse(leaderboard_json(campaign, cells, conditions), content_type="application/json")
 
 
 LEADERBOARD_FIELDS = serializers.LeaderboardRowSerializer.Meta.fields
 
 
-def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], params: Mapping[str, str]) -> bytes:
+def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], conditions: Mapping[str, Any]) -> bytes:
     """Thousands of rows per campaign: read as tuples, not model instances, rendered once per
     version of the cells and at most once per staleness bound while they keep changing (readcache),
     so the board is never more than the bound behind the cells and an unchanged one costs two small
-    queries."""
-    filtered = sorted((name, params[name]) for name in CELL_FILTERS if params.get(name))
+    queries. Keyed by the recognised filter values in their stored spelling, never by raw text."""
 
     def render() -> bytes:
         ordered = cells.order_by("chip", "gpu_cores", "model_sha256", "batch_size", "variant")
@@ -164,7 +163,7 @@ def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], param
         ]
         return JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
 
-    return cached_render("leaderboard", (campaign.pk, filtered), cells, render)
+    return cached_render("leaderboard", (campaign.pk, sorted(conditions.items())), cells, render)
 
 
 class CampaignListView(APIView):

@@ -1,26 +1,12 @@
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from benchhub.readonly_admin import ReadOnlyAdmin
 from benchhub.results import moderation
 from benchhub.results.models import Campaign, LeaderboardCell, ModelClaimDecision, ModelFile, RawEnvelope, Submission
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Derived or received data: visible to moderators, changed only through actions and tasks."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Submission)

@@ -135,3 +135,15 @@ def campaign_rules(definition: dict[str, Any]) -> CampaignRules:
 def headline_sizes(definition: dict[str, Any]) -> list[int]:
     low, high = HEADLINE_BATCHES
     return sorted(size for size in definition["sweep"]["batch_sizes"] if low <= size <= high)
+
+
+BACKEND_NAMES = {"metal": "Metal", "cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan"}
+
+
+def variant_descriptions(definition: dict[str, Any]) -> dict[str, str]:
+    """Each variant's one-line explanation, as the campaign definition gives it."""
+    return {variant["name"]: variant.get("description", "") for variant in definition.get("variants", [])}
+
+
+def backend_name(backend: str) -> str:
+    return BACKEND_NAMES.get(backend.lower(), backend)

@@ -111,6 +111,7 @@ class _Tally:
     excluded: dict[str, int]
     pending: set[int]
     first: tuple[Any, Any] | None = None  # (received_at, submission) of the one naming the cell
+    first_counted: tuple[Any, Any] | None = None  # the same among the rows it counts: they name it first
 
 
 def compute_cells(group: Group, held: set[Any]) -> tuple[list[LeaderboardCell], list[Headline]]:
@@ -150,6 +151,8 @@ def compute_cells(group: Group, held: set[Any]) -> tuple[list[LeaderboardCell], 
             tally.pending.add(key)
         elif speedup is not None and baseline is not None:
             tally.rows.append(stats.Row(key, contributor, speedup, baseline))
+            if tally.first_counted is None or arrival < tally.first_counted:
+                tally.first_counted = arrival
     page = stats.page_stats(
         {cell: tally.rows for cell, tally in tallies.items()},
         headline_sizes=headline_sizes(definition),
@@ -157,8 +160,9 @@ def compute_cells(group: Group, held: set[Any]) -> tuple[list[LeaderboardCell], 
     )
     cells = []
     for (variant, commit, batch_size), tally in sorted(tallies.items()):
-        assert tally.first is not None
-        _, model, quant = claims[tally.first[1]]
+        named_by = tally.first_counted or tally.first
+        assert named_by is not None
+        _, model, quant = claims[named_by[1]]
         cells.append(
             LeaderboardCell(
                 **group.filter(),

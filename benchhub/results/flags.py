@@ -6,6 +6,9 @@ submission cannot avoid a flag by leaving it out. Pure functions of the payload 
 - `quarantined`: numbers no honest run gives (model sizes that are zero or disagree, a speed-up
   outside the campaign's plausible range, a decode rate beyond the chip's memory bandwidth).
   Stored and shown, out of the cells until a moderator releases it.
+- `local_source`: built from the contributor's own llama.cpp tree (`--llama-src`) or binaries
+  (`--variant`), not from the campaign's commit fetched by the agent (`llama_cpp.source` = "local").
+  Stored and shown.
 - A model claim that conflicts with another is held at refresh time (claims.py), not flagged here.
 """
 
@@ -22,6 +25,7 @@ from benchhub.results.campaigns import CampaignRules, campaign_rules
 
 NONSTANDARD_SWEEP = "nonstandard_sweep"
 QUARANTINED = "quarantined"
+LOCAL_SOURCE = "local_source"
 RUN_STATE_FLAGS = frozenset({"on_battery", "low_power_mode", "thermal_pressure"})
 
 MIN_ROUNDS = rounds.MIN_ROUNDS
@@ -114,6 +118,8 @@ def derive(payload: dict[str, Any], definition: dict[str, Any]) -> list[str]:
         found.add(NONSTANDARD_SWEEP)
     if implausible(payload, campaign_rules(definition)):
         found.add(QUARANTINED)
+    if payload["llama_cpp"].get("source") == "local":
+        found.add(LOCAL_SOURCE)
     machine = payload["machine"]
     if machine["power_source"] == "battery":
         found.add("on_battery")

@@ -1,4 +1,4 @@
-"""The one cross-model flow (PROTOCOL.md section 4): verify the exact bytes, then parse, validate,
+"""The one cross-model flow (docs/protocol.md section 4): verify the exact bytes, then parse, validate,
 check against the campaign, and store the raw envelope with every normalised row in one
 transaction; the cell refresh is queued only once that transaction has committed."""
 
@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from benchhub.accounts import names
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
@@ -150,7 +151,7 @@ def _previous(key: PublicKey, nonce: str, payload_sha256: str, measured_sha256: 
 
 
 def check_against_campaign(payload: dict[str, Any]) -> Campaign:
-    """A submission's variants must be variants of its campaign, baseline first (PROTOCOL.md 5)."""
+    """A submission's variants must be variants of its campaign, baseline first (docs/protocol.md section 6)."""
     campaign = Campaign.objects.filter(slug=payload["campaign"]).first()
     if campaign is None:
         raise IngestError(400, "unknown_campaign", f"No campaign {payload['campaign']!r}.", "campaign")
@@ -264,6 +265,7 @@ def submission_row(
 
 
 def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
+    names.claim_chip(payload["machine"]["chip"])  # one spelling per chip slug (issue 30)
     model_file = storage.model_file_row(payload["model"])
     machine = storage.machine_row(payload["machine"])
     submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file)

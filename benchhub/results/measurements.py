@@ -1,5 +1,5 @@
 """A submission's Measurement rows, derived from its payload and its state: the one place that
-decides what a cell counts (PROTOCOL.md 5.1). Ingest derives them from the payload in hand;
+decides what a cell counts (docs/protocol.md section 7). Ingest derives them from the payload in hand;
 moderation, withdrawal and `rebuild_cells` derive them again from the stored raw envelope."""
 
 from __future__ import annotations

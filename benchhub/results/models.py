@@ -299,7 +299,7 @@ class GenerationCheck(models.Model):
 
 class Measurement(models.Model):
     """One submission x variant x batch size: its round-paired numbers and whether its cell counts
-    it (PROTOCOL.md 5.1). The cell group's facts are copied from the submission so that a group's
+    it (docs/protocol.md section 7). The cell group's facts are copied from the submission so that a group's
     refresh reads one indexed range."""
 
     class Excluded(models.TextChoices):
@@ -358,7 +358,7 @@ class Measurement(models.Model):
 
 
 class LeaderboardCell(models.Model):
-    """The aggregate of PROTOCOL.md section 5.1 for one (campaign, chip, gpu_cores, model, variant,
+    """The aggregate of docs/protocol.md section 7 for one (campaign, chip, gpu_cores, model, variant,
     batch size); a group's cells are recomputed together from its measurements (cells.py)."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="cells", db_index=False)

@@ -1,17 +1,21 @@
-"""Changes to a submission's state after ingest, each written to the audit trail in the same
-transaction as its effect: a moderator hides or restores it, or releases one the server held back
-(quarantined); its contributor withdraws it. Each rewrites the submission's
-measurements from its stored envelope and queues its group's refresh."""
+"""Changes after ingest, each written to the audit trail in the same transaction as its effect: a
+moderator hides or restores a submission, releases one the server held back (quarantined,
+model_conflict), bans or retires keys, marks a contributor demo or real, deletes one; a
+contributor withdraws a submission. A change to a submission rewrites its measurements from its
+stored envelope and queues its group's refresh."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
-from benchhub.accounts.models import ModerationEvent, PublicKey
+from benchhub.accounts.errors import IngestError
+from benchhub.accounts.models import ChipName, Contributor, ModerationEvent, PublicKey
 from benchhub.results import claims
 from benchhub.results.cells import Group
 from benchhub.results.measurements import rebuild_measurements
@@ -76,7 +80,9 @@ def withdraw(submission: Submission, signed: bytes) -> bool:
     """Its contributor takes it back with the `signed` withdrawal envelope (kept, so anyone can
     check it): it leaves every cell; the raw envelope stays. False when it was withdrawn already."""
     with transaction.atomic():
-        locked = Submission.objects.select_for_update().get(pk=submission.pk)
+        locked = Submission.objects.select_for_update().select_related("key").get(pk=submission.pk)
+        if locked.key.banned:  # a banned (or retired) key speaks for nobody any more
+            raise IngestError(403, "key_banned", "This key has been banned by a moderator.", "signatures[0].keyid")
         if locked.withdrawn_at is not None:
             submission.withdrawn_at = locked.withdrawn_at
             return False
@@ -102,6 +108,68 @@ def set_banned(keys: Iterable[PublicKey], banned: bool, actor: Actor, reason: st
     return changed
 
 
+def public_reason(submission: Submission) -> str:
+    """Its state's reason, and a moderator's reason beside a withdrawal's: withdrawing a submission a
+    moderator hid must not erase why it was hidden."""
+    reason = submission.state_reason
+    if submission.withdrawn_at is not None and submission.hidden:
+        reason += "; hidden by a moderator before: " + (submission.moderation_reason or "no reason given")
+    return reason
+
+
+@transaction.atomic
+def retire_keys(keys: Iterable[PublicKey], actor: Actor, reason: str) -> tuple[int, int]:
+    """Ban each key and hide every submission it signed, in one transaction, each with its audit
+    line; the cell groups they touched are refreshed once it commits. Returns (keys, submissions)."""
+    retired = hid = 0
+    for key in keys:
+        if not key.banned:
+            key.banned = True
+            key.save(update_fields=["banned"])
+        _audit(actor, ModerationEvent.Action.RETIRE_KEY, key.keyid, reason)
+        retired += 1
+        hid += set_hidden(Submission.objects.filter(key=key, hidden=False), True, actor, f"key retired: {reason}")
+    return retired, hid
+
+
+def set_demo(contributors: Iterable[Contributor], demo: bool, actor: Actor, reason: str = "") -> int:
+    """Mark contributors as demo data ("examples, not measurements" on their pages) or as real."""
+    action = ModerationEvent.Action.MARK_DEMO if demo else ModerationEvent.Action.MARK_REAL
+    changed = 0
+    for contributor in contributors:
+        if contributor.is_demo == demo:
+            continue
+        with transaction.atomic():
+            contributor.is_demo = demo
+            contributor.save(update_fields=["is_demo"])
+            _audit(actor, action, contributor.handle, reason)
+        changed += 1
+    return changed
+
+
+def delete_contributor(contributor: Contributor, actor: Actor, reason: str = "") -> None:
+    """Delete a contributor with the audit line (one with submissions or keys cannot be: the
+    database protects them, and the whole change rolls back)."""
+    with transaction.atomic():
+        _audit(actor, ModerationEvent.Action.DELETE_CONTRIBUTOR, contributor.handle, reason)
+        contributor.delete()
+
+
+def keys_from_network(network: str, since: datetime, until: datetime) -> list[PublicKey]:
+    """Keys registered from inside `network` (CIDR: a /24 or /64 as recorded, or any wider one, a
+    /16 or a /48) between `since` and `until`."""
+    wanted = ipaddress.ip_network(network, strict=False)
+    found = []
+    for key in PublicKey.objects.filter(created_at__gte=since, created_at__lt=until).exclude(registered_network=""):
+        try:
+            recorded = ipaddress.ip_network(key.registered_network)
+        except ValueError:
+            continue
+        if recorded.version == wanted.version and recorded.subnet_of(wanted):  # type: ignore[arg-type]
+            found.append(key)
+    return found
+
+
 def decide_claim(claim: ModelFile, actor: Actor, reason: str = "") -> None:
     """A moderator says which claim about a model file is true: submissions that agree with it
     count, the others stay held; every page of the file is refreshed."""
@@ -113,3 +181,17 @@ def decide_claim(claim: ModelFile, actor: Actor, reason: str = "") -> None:
         Submission.objects.filter(model_sha256=claim.sha256).update(cells_refreshed_at=None)
         _audit(actor, ModerationEvent.Action.DECIDE_MODEL_CLAIM, claim.sha256, f"{claim}: {reason}".strip(": "))
         transaction.on_commit(lambda: queue_file_pages(claim.sha256))
+
+
+def release_chip_names(names: Iterable[ChipName], actor: Actor, reason: str = "") -> int:
+    """Free the slugs of spellings that no visible submission uses (a retired squatter's): the next
+    submission's spelling claims the slug. A spelling still in use keeps it. Returns how many."""
+    released = 0
+    for name in names:
+        if Submission.objects.filter(chip=name.name, hidden=False, withdrawn_at__isnull=True).exists():
+            continue
+        with transaction.atomic():
+            _audit(actor, ModerationEvent.Action.RELEASE_CHIP_NAME, name.name, reason)
+            name.delete()
+        released += 1
+    return released

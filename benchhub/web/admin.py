@@ -2,11 +2,14 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from benchhub.readonly_admin import ReadOnlyAdmin
 from benchhub.web.models import ReferenceRow
 
 
 @admin.register(ReferenceRow)
-class ReferenceRowAdmin(admin.ModelAdmin):
+class ReferenceRowAdmin(ReadOnlyAdmin):
+    """Published rows are loaded from their files (load_reference_rows), never edited by hand."""
+
     list_display = (
         "campaign_slug",
         "machine_label",

@@ -158,7 +158,32 @@ def _lines_figure(series: Sequence[Series], title: str, y_title: str, hover_temp
         if not one.reference:
             data += _interval_band(one, colour)
         data.append(_line(one, colour, hover_template))
-    return {"data": data, "layout": _base_layout(title, y_title, _all_batch_sizes(series), len(series))}
+    layout = _base_layout(title, y_title, _all_batch_sizes(series), len(series))
+    if not any(one.points for one in series):
+        _say_empty(layout)
+    return {"data": data, "layout": layout}
+
+
+EMPTY_MESSAGE = "No machine counts here yet: the table says why."  # fits a phone's width
+
+
+def _say_empty(layout: dict[str, Any]) -> None:
+    """An empty chart says so inside its frame, instead of drawing bare axes."""
+    layout["annotations"] = [
+        {
+            "text": plotly_text(EMPTY_MESSAGE).replace(": ", ":<br>"),  # two short lines fit a phone
+            "xref": "paper",
+            "yref": "paper",
+            "x": 0.5,
+            "y": 0.5,
+            "showarrow": False,
+            "font": {"size": 13, "color": "#4a4a4a"},
+        }
+    ]
+    layout["xaxis"]["visible"] = False
+    layout["yaxis"]["visible"] = False
+    layout["height"] = 220
+    layout["showlegend"] = False
 
 
 def speedup_figure(series: Sequence[Series], title: str) -> Figure:

@@ -18,6 +18,7 @@ from benchhub.web.leaderboard import chip_label, format_pair, interval_note, sho
 from benchhub.web.pages import Chart, Page, submission_series
 from benchhub.web.views import (
     CampaignChoice,
+    UnknownFilter,
     campaign_choices,
     cell_rows,
     chips_by_slug,
@@ -115,10 +116,19 @@ def _picker(chips: dict[str, tuple[str, int | None]], source: str) -> list[Submi
 
 @require_safe
 def compare(request: HttpRequest) -> HttpResponse:
+    try:
+        return _compare(request)
+    except UnknownFilter as unknown:
+        return unknown.response(request)
+
+
+def _compare(request: HttpRequest) -> HttpResponse:
     choices = campaign_choices()
     chips = chips_by_slug(with_published=False)  # the comparison reads crowd cells only
     a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
     source = request.GET.get("from", "").strip()
+    picker = _picker(chips, source or (f"chip:{a}" if a in chips else ""))
+    listed = {str(s.pk) for s in picker}
     context: dict[str, object] = {
         "page": Page("Compare"),
         "chip_options": sorted((chip_label(*value), slug) for slug, value in chips.items()),
@@ -129,10 +139,12 @@ def compare(request: HttpRequest) -> HttpResponse:
             .values_list("handle", flat=True)
         ),
         "source": source,
-        "picker": _picker(chips, source or (f"chip:{a}" if a in chips else "")),
+        "picker": picker,
         "a": a,
         "b": b,
-        "sides": [("a", a), ("b", b)],
+        # A side names a listed submission, or none: then A takes the first and B the second (a chip's
+        # slug in a and b selected nothing, and the browser showed the first submission on both).
+        "sides": [(side, value if value in listed else "") for side, value in (("a", a), ("b", b))],
         "campaigns": [c for c in choices if c.live],
     }
     if not a or not b:
@@ -141,7 +153,13 @@ def compare(request: HttpRequest) -> HttpResponse:
         campaign = pick_campaign(choices, request.GET.get("campaign"))
         variant = compared_variant(campaign, request.GET.get("variant"))
         chart_list, lines = _chip_comparison(campaign, variant, chips[a], chips[b])
+        demo = (
+            Submission.objects.public()
+            .filter(is_demo=True, campaign__slug=campaign.slug, chip__in=[chips[a][0], chips[b][0]])
+            .exists()
+        )
         context.update(
+            demo=demo,
             kind="chips",
             campaign=campaign,
             variant=variant,
@@ -161,7 +179,14 @@ def compare(request: HttpRequest) -> HttpResponse:
     if ids[0] in found and ids[1] in found:
         left, right = found[ids[0]], found[ids[1]]
         chart_list, lines = _submission_comparison(left, right)
-        context.update(kind="submissions", left=left, right=right, charts=chart_list, lines=lines)
+        context.update(
+            demo=left.is_demo or right.is_demo,
+            kind="submissions",
+            left=left,
+            right=right,
+            charts=chart_list,
+            lines=lines,
+        )
         return render(request, "web/compare.html", context)
     context["error"] = "Pick two chips, or two submissions from a chip's or a contributor's list."
     return render(request, "web/compare.html", context, status=400)

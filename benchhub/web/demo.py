@@ -2,7 +2,7 @@
 and sent through the real ingest path, from demo contributors whose keys come from fixed seeds.
 
 The numbers are plausible, not measured: curves follow the shape of the published M5 Pro sweep
-(SEEDS.md), scaled per chip, with gains damped on older GPUs as the published M1 rows show. Every
+(docs/campaigns.md), scaled per chip, with gains damped on older GPUs as the published M1 rows show. Every
 contributor is `is_demo`, so every page labels these rows "demo". Deterministic: the same seeds,
 nonces and timestamps make a second run a set of safe retries (nothing new is stored)."""
 
@@ -14,18 +14,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from benchhub_protocol import envelope
+from benchhub_protocol import envelope, payloads
+from benchhub_protocol.payloads import signed_registration, signed_submission
 
 from benchhub.results.campaigns import resolved_variants
 from benchhub.results.models import Campaign
+from benchhub.web.wheel import agent_version
 
 CAMPAIGN = "mv-ext-iquants"
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
-REPS = 2
+REPS = 4  # interleaved rounds per demo run
 NPP, NTG, N_CTX = 128, 64, 4096
 EPOCH = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 
-# Decode t/s on an M5 Pro for a 1.7B i-quant, per batch size (SEEDS.md §1; BS1 from the published
+# Decode t/s on an M5 Pro for a 1.7B i-quant, per batch size (docs/campaigns.md; BS1 from the published
 # 1.08x batch-amortisation factor). "01+02" adds the vectorised batch 1 and mv-ext at batch 2-3.
 IQUANT_CURVES: dict[str, tuple[float, ...]] = {
     "upstream": (127.5, 124.0, 132.7, 148.0, 146.0, 137.7, 180.1, 229.2, 307.3),
@@ -99,15 +101,8 @@ def signer_for(handle: str) -> envelope.Signer:
     return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-demo-key:{handle}".encode()).digest())
 
 
-def registration_envelope(handle: str, created_at: datetime = EPOCH) -> bytes:
-    signer = signer_for(handle)
-    payload = {
-        "schema_version": 1,
-        "handle": handle,
-        "public_key": signer.public_key_b64,
-        "created_at": created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer]))
+def signed_demo_registration(handle: str, created_at: datetime = EPOCH) -> bytes:
+    return signed_registration(signer_for(handle), handle, created_at=created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _curve(chip: DemoChip, model: DemoModel, variant: str) -> tuple[float, ...]:
@@ -141,27 +136,18 @@ def _variants(campaign: Campaign) -> list[dict[str, Any]]:
 
 
 def _runs(chip: DemoChip, model: DemoModel, names: list[str], rng: random.Random) -> list[dict[str, Any]]:
-    # Interleaved A B C, then C B A, twice: the four rounds a quiet machine needs for every cell's
-    # round-paired ratio to be within ±1% (what the agent keeps adding rounds for).
-    order = (names + names[::-1]) * 2
-    runs = []
-    for seq, name in enumerate(order, start=1):
-        rows = []
+    """Four interleaved rounds: what a quiet machine needs for every cell's round-paired ratio to be
+    within ±1% (what the agent keeps adding rounds for)."""
+
+    def rows(name: str, rep: int) -> list[dict[str, Any]]:
+        measured = []
         for batch_size, tps in zip(BATCH_SIZES, _curve(chip, model, name), strict=True):
             tg = round(tps * rng.uniform(0.997, 1.003), 2)
             pp = round(1900.0 * chip.scale * rng.uniform(0.99, 1.01), 2)
-            rows.append(
-                {
-                    "batch_size": batch_size,
-                    "pp_tps": pp,
-                    "tg_tps": tg,
-                    "t_pp_s": round(NPP * batch_size / pp, 6),
-                    "t_tg_s": round(NTG * batch_size / tg, 6),
-                }
-            )
-        rep = (seq - 1) // len(names) + 1
-        runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
-    return runs
+            measured.append(payloads.sweep_row(batch_size, tg, pp, npp=NPP, ntg=NTG))
+        return measured
+
+    return payloads.interleaved_runs(names, REPS, rows)
 
 
 def submission_payload(
@@ -171,30 +157,21 @@ def submission_payload(
     rng = random.Random(seed)
     variants = _variants(campaign)
     names = [variant["name"] for variant in variants]
-    output = hashlib.sha256(f"ocean|{model.label}".encode()).hexdigest()
-    return {
-        "schema_version": 1,
-        "nonce": hashlib.sha256(seed.encode()).hexdigest()[:32],
-        "created_at": (EPOCH + timedelta(hours=7 * index, minutes=len(seed))).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "agent": {"name": "benchhub-agent", "version": "1.0.0"},
-        "campaign": campaign.slug,
-        "machine": {
-            "os": "macOS",
-            "os_version": "15.7.9",
-            "os_build": "24G231",
-            "arch": "arm64",
+    return payloads.submission(
+        nonce=hashlib.sha256(seed.encode()).hexdigest()[:32],
+        created_at=(EPOCH + timedelta(hours=7 * index, minutes=len(seed))).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        campaign=campaign.slug,
+        agent={"name": "benchhub-agent", "version": agent_version()},  # the agent this site serves
+        machine={
+            **payloads.MACHINE,
             "chip": chip.chip,
             "cpu_cores_performance": chip.performance,
             "cpu_cores_efficiency": chip.efficiency,
             "gpu_name": chip.chip,
             "gpu_cores": chip.gpu_cores,
             "memory_bytes": chip.memory_gib * 2**30,
-            "backend": "metal",
-            "power_source": "ac",
-            "low_power_mode": False,
-            "thermal": "nominal",
         },
-        "model": {
+        model={
             "file_name": model.label.replace(" ", "-") + ".gguf",
             "sha256": hashlib.sha256(f"demo-model:{model.label}".encode()).hexdigest(),
             "size_bytes": model.size_bytes,
@@ -204,53 +181,19 @@ def submission_payload(
             "label": model.label,
             "tensor_bytes_by_type": model.tensor_bytes,
         },
-        "llama_cpp": {
-            "repo": campaign.repo,
-            "build_type": "Release",
-            "cmake_flags": ["-DGGML_METAL=ON"],
-            "compiler": "Apple clang version 17.0.0",
-        },
-        "variants": variants,
-        "sweep": {
-            "tool": "llama-batched-bench",
-            "npp": NPP,
-            "ntg": NTG,
-            "n_ctx": N_CTX,
-            "flash_attn": True,
-            "n_gpu_layers": 99,
-            "batch_sizes": list(BATCH_SIZES),
-            "order": "interleaved",
-            "runs": _runs(chip, model, names, rng),
-        },
-        "correctness": [
-            {
-                "variant": name,
-                "tool": "test-backend-ops",
-                "op": "MUL_MAT",
-                "backend": "MTL0",
-                "status": "fail" if name == trouble.failing_variant else "pass",
-                "passed": 61 if name == trouble.failing_variant else 63,
-                "failed": 2 if name == trouble.failing_variant else 0,
-            }
-            for name in names
-        ],
-        "generation": [
-            {
-                "variant": name,
-                "prompt_id": "ocean",
-                "n_tokens": 96,
-                "output_sha256": hashlib.sha256(b"loop").hexdigest() if name == trouble.degenerate_variant else output,
-                "degenerate": name == trouble.degenerate_variant,
-                "repetition_score": 0.91 if name == trouble.degenerate_variant else 0.04,
-                "identical_to_baseline": name != trouble.degenerate_variant,
-            }
-            for name in names
-        ],
-        "flags": sorted(
+        llama_cpp={**payloads.LLAMA_CPP, "repo": campaign.repo},
+        sweep={**payloads.SWEEP, "npp": NPP, "ntg": NTG, "n_ctx": N_CTX},
+        variants=variants,
+        runs=_runs(chip, model, names, rng),
+        batch_sizes=BATCH_SIZES,
+        statuses={trouble.failing_variant: "fail"} if trouble.failing_variant else None,
+        looped={trouble.degenerate_variant: True} if trouble.degenerate_variant else None,
+        output=hashlib.sha256(f"ocean|{model.label}".encode()).hexdigest(),
+        flags=sorted(
             (["correctness_failed"] if trouble.failing_variant else [])
             + (["degenerate_output", "variant_output_mismatch"] if trouble.degenerate_variant else [])
         ),
-    }
+    )
 
 
 @dataclass(frozen=True)
@@ -278,7 +221,7 @@ def demo_runs() -> list[DemoRun]:
     return runs
 
 
-def submission_envelope(campaign: Campaign, run: DemoRun) -> bytes:
-    payload = submission_payload(campaign, run.chip, run.model, run.index, run.trouble)
-    signed = envelope.sign(payload, envelope.SUBMISSION_TYPE, [signer_for(run.handle)])
-    return envelope.envelope_bytes(signed)
+def signed_demo_run(campaign: Campaign, run: DemoRun) -> bytes:
+    return signed_submission(
+        submission_payload(campaign, run.chip, run.model, run.index, run.trouble), signer_for(run.handle)
+    )

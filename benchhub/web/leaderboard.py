@@ -149,15 +149,11 @@ class ReferenceTable:
     cells: tuple[CellView, ...]
 
 
-@dataclass
-class ChipQuantGroup:
+class ChipNamed:
+    """A chip page's name and URL slug, for anything that carries a chip and its GPU core count."""
+
     chip: str
     gpu_cores: int | None
-    quant: str
-    model: str
-    batch_sizes: list[int] = field(default_factory=list)
-    rows: list[VariantRow] = field(default_factory=list)
-    references: list[ReferenceTable] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -166,6 +162,20 @@ class ChipQuantGroup:
     @property
     def slug(self) -> str:
         return chip_slug(self.chip, self.gpu_cores)
+
+
+@dataclass
+class ChipQuantGroup(ChipNamed):
+    chip: str
+    gpu_cores: int | None
+    quant: str
+    model: str
+    batch_sizes: list[int] = field(default_factory=list)
+    rows: list[VariantRow] = field(default_factory=list)
+    references: list[ReferenceTable] = field(default_factory=list)
+    model_sha256: str = ""
+    demo: bool = False  # demo submissions made these rows
+    excluded: str = ""  # why no machine counts, when none does
 
 
 def amortisation(by_batch: dict[int, float | None]) -> str:
@@ -255,7 +265,7 @@ def build_board(
 
     groups: list[ChipQuantGroup] = []
     covered = set()
-    for (chip, cores, _), group_cells in crowd.items():
+    for (chip, cores, sha256), group_cells in crowd.items():
         quant, model = group_cells[0].quant, group_cells[0].model
         refs = [r for r in refs_by_chip_quant.get((chip, quant), []) if r.gpu_cores in (None, cores or None)]
         covered.add((chip, quant))
@@ -264,6 +274,7 @@ def build_board(
             chip, cores or None, quant, model, batch_sizes, _group_rows(group_cells, baseline, declared)
         )
         group.references = _reference_tables(refs, batch_sizes)
+        group.model_sha256 = sha256
         groups.append(group)
     for (chip, quant), refs in refs_by_chip_quant.items():
         if (chip, quant) not in covered:

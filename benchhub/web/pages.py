@@ -15,11 +15,12 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from benchhub.results import flags, storage
-from benchhub.results.campaigns import campaign_rules
+from benchhub.results.campaigns import campaign_rules, variant_descriptions
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts, exports
 from benchhub.web.charts import Point, Series
 from benchhub.web.leaderboard import chip_label, chip_slug, format_change, format_tps, short_id
+from benchhub.web.provenance import demo_note
 
 PAGE_SIZE = 50
 # Columns a submissions list never shows: JSON, decoded per row (five per row, most of the list's
@@ -163,11 +164,17 @@ class VariantLine:
     ref: str | None
     patches: list[dict[str, str]]
     env: dict[str, str]
+    about: str = ""  # the campaign definition's one line on this variant
 
 
 def variant_lines(submission: Submission) -> list[VariantLine]:
-    refs = {entry["name"]: entry.get("ref") for entry in submission.campaign.definition["variants"]}
-    return [VariantLine(v.name, v.commit, refs.get(v.name), v.patches, v.env) for v in submission.variants.all()]
+    definition = submission.campaign.definition
+    refs = {entry["name"]: entry.get("ref") for entry in definition["variants"]}
+    about = variant_descriptions(definition)
+    return [
+        VariantLine(v.name, v.commit, refs.get(v.name), v.patches, v.env, about.get(v.name, ""))
+        for v in submission.variants.all()
+    ]
 
 
 def submission_context(request: HttpRequest, submission: Submission) -> dict[str, Any]:
@@ -200,7 +207,7 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
     )
     return {
         "page": Page(f"Submission {short_id(submission.pk)}"),
-        "markdown": markdown,
+        "markdown": demo_note(markdown, submission.is_demo),
         "chip_slug": chip_slug(submission.machine.chip, submission.machine.gpu_cores),
         "submission": submission,
         "variants": variants,

@@ -15,16 +15,15 @@ from django.utils.safestring import SafeString
 
 from benchhub.web.leaderboard import (
     CellRow,
+    ChipNamed,
     ReferenceLike,
-    chip_label,
-    chip_slug,
     chip_sort_key,
     format_change,
     interval_note,
     plural,
 )
 
-HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (SEEDS.md §1)
+HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (docs/campaigns.md)
 
 
 class HeadlineRow(NamedTuple):
@@ -91,7 +90,7 @@ def verdict_summary(cells: Sequence[CellRow]) -> str:
 
 
 @dataclass(frozen=True)
-class RankLine:
+class RankLine(ChipNamed):
     chip: str
     gpu_cores: int | None
     model: str
@@ -102,6 +101,9 @@ class RankLine:
     reference: bool = False  # a published row: not signed, never part of crowd medians
     source_url: str = ""
     expected: tuple[int, ...] = ()  # the campaign's batch sizes in 2–8
+    model_sha256: str = ""
+    demo: bool = False  # demo submissions made this line (seed_demo): examples, not measurements
+    excluded: str = ""  # why no machine of this line counts, when none does
 
     @property
     def partial(self) -> str:
@@ -109,14 +111,6 @@ class RankLine:
         if self.headline is None or self.headline.batch_sizes == self.expected:
             return ""
         return "over BS" + ", BS".join(map(str, self.headline.batch_sizes)) + " only"
-
-    @property
-    def label(self) -> str:
-        return chip_label(self.chip, self.gpu_cores)
-
-    @property
-    def slug(self) -> str:
-        return chip_slug(self.chip, self.gpu_cores)
 
     @property
     def machines(self) -> str:
@@ -149,6 +143,7 @@ def rank(
                 verdict_summary(group),
                 curve,
                 expected=expected,
+                model_sha256=sha256,
             )
         )
     published: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)

@@ -19,7 +19,8 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
-from benchhub.accounts.models import Contributor
+from benchhub.accounts.models import ChipName, Contributor
+from benchhub.results.campaigns import campaign_rules, variant_descriptions
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
@@ -36,6 +37,7 @@ from benchhub.web.leaderboard import (
 )
 from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
 from benchhub.web.pages import Chart, Page, page_of, submission_context
+from benchhub.web.provenance import Provenance, demo_note, provenance
 from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
 
 FIRST_CAMPAIGN = "mv-ext-iquants"
@@ -51,6 +53,12 @@ class CampaignChoice:
     baseline: str
     variants: tuple[str, ...]
     live: bool
+    descriptions: tuple[tuple[str, str], ...] = ()  # (variant, one line from the campaign definition)
+    patched_backends: tuple[str, ...] = ()  # the backends its patches change ("metal")
+
+    @property
+    def variant_notes(self) -> list[tuple[str, str]]:
+        return [(name, about) for name, about in self.descriptions if about]
 
 
 @dataclass(frozen=True)
@@ -80,12 +88,35 @@ def model_choices(campaign: CampaignChoice) -> list[ModelChoice]:
 
 
 def pick_model(choices: list[ModelChoice], sha256: str | None) -> ModelChoice | None:
-    return next((choice for choice in choices if choice.sha256 == sha256), choices[0] if choices else None)
+    found = next((choice for choice in choices if choice.sha256 == sha256), None)
+    if sha256 and found is None:
+        raise UnknownFilter("model", sha256, [choice.sha256 for choice in choices])
+    return found or (choices[0] if choices else None)
+
+
+def pick_quant(campaign: CampaignChoice, requested: str) -> str:
+    """The quant filter of the ranking, lowercased as the board compares it; one of the campaign's."""
+    if not requested:
+        return ""
+    known = set(ReferenceRow.objects.filter(campaign_slug=campaign.slug).values_list("quant", flat=True))
+    if campaign.live:
+        known |= set(LeaderboardCell.objects.filter(campaign__slug=campaign.slug).values_list("quant", flat=True))
+    if requested.lower() not in {quant.lower() for quant in known}:
+        raise UnknownFilter("quant", requested, sorted(known))
+    return requested.lower()
 
 
 def campaign_choices() -> list[CampaignChoice]:
     choices = [
-        CampaignChoice(c.slug, c.title, c.baseline, tuple(c.variant_names), True)
+        CampaignChoice(
+            c.slug,
+            c.title,
+            c.baseline,
+            tuple(c.variant_names),
+            True,
+            tuple(variant_descriptions(c.definition).items()),
+            tuple(sorted(campaign_rules(c.definition).patched_backends)),
+        )
         for c in Campaign.objects.only("slug", "title", "baseline", "definition")
     ]
     live = {choice.slug for choice in choices}
@@ -100,12 +131,25 @@ def campaign_choices() -> list[CampaignChoice]:
     return sorted(choices, key=lambda c: (c.slug != FIRST_CAMPAIGN, not c.live, c.slug))
 
 
+class UnknownFilter(Exception):
+    """A filter value the page does not know (issues 30 and 33): answered with 400, never a default
+    board, and never a cache entry of its own."""
+
+    def __init__(self, field: str, value: str, known: list[str]) -> None:
+        super().__init__(f"unknown {field} {value!r}")
+        self.field, self.value, self.known = field, value, known
+
+    def response(self, request: HttpRequest) -> HttpResponse:
+        context = {"page": Page(f"Unknown {self.field}"), "field": self.field, "value": self.value}
+        return render(request, "web/bad_filter.html", context | {"known": self.known[:50]}, status=400)
+
+
 def pick_campaign(choices: list[CampaignChoice], slug: str | None) -> CampaignChoice:
     for choice in choices:
         if choice.slug == slug:
             return choice
     if slug:
-        raise Http404("No such campaign.")
+        raise UnknownFilter("campaign", slug, [choice.slug for choice in choices])
     return choices[0]
 
 
@@ -113,6 +157,8 @@ def compared_variant(campaign: CampaignChoice, requested: str | None) -> str:
     candidates = [name for name in campaign.variants if name != campaign.baseline]
     if requested in candidates:
         return str(requested)
+    if requested:
+        raise UnknownFilter("variant", requested, candidates)
     return candidates[0] if candidates else campaign.baseline
 
 
@@ -152,6 +198,7 @@ class RenderedBoard:
 
     html: SafeString
     has_charts: bool
+    demo: bool = False  # demo submissions are on it: its exports say so too
 
 
 def _home_board(
@@ -160,7 +207,9 @@ def _home_board(
     """The ranking of every chip and model file, then the chosen model's speedup chart."""
     every_cell = _cells(campaign)
     references = _references(published)
-    every_line = rank(every_cell, _headlines(campaign), references, variant)
+    found = provenance(campaign.slug) if campaign.live else Provenance()
+    ranked = rank(every_cell, _headlines(campaign), references, variant)
+    every_line = found.mark_lines(ranked, every_cell, variant, campaign.patched_backends)
     lines = [line for line in every_line if not quant_filter or line.quant.lower() == quant_filter]
     batch_sizes = sorted({c.batch_size for c in every_cell} | {r.batch_size for r in references})
     cells = [c for c in every_cell if model and c.model_sha256 == model.sha256]
@@ -192,8 +241,10 @@ def _home_board(
         "coverage": coverage_rows,
         "other_chips": other_chips,
         "has_crowd_rows": any(c.n_machines for c in every_cell),
+        "demo": bool(found.demo),
     }
-    return RenderedBoard(render_to_string("web/_home_board.html", context), chart is not None)
+    html = render_to_string("web/_home_board.html", context)
+    return RenderedBoard(html, chart is not None, bool(found.demo))
 
 
 def _campaign_markdown(request: HttpRequest, campaign: CampaignChoice, variant: str, model: ModelChoice) -> str:
@@ -208,6 +259,13 @@ def _campaign_markdown(request: HttpRequest, campaign: CampaignChoice, variant: 
 
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
+    try:
+        return _home(request)
+    except UnknownFilter as unknown:
+        return unknown.response(request)
+
+
+def _home(request: HttpRequest) -> HttpResponse:
     choices = campaign_choices()
     if not choices:
         return render(request, "web/home.html", {"page": Page("Leaderboard"), "empty": True})
@@ -215,7 +273,7 @@ def home(request: HttpRequest) -> HttpResponse:
     variant = compared_variant(campaign, request.GET.get("variant"))
     models = model_choices(campaign)
     model = pick_model(models, request.GET.get("model"))
-    quant = request.GET.get("quant", "").strip().lower()[:32]
+    quant = pick_quant(campaign, request.GET.get("quant", "").strip())
     cells = LeaderboardCell.objects.filter(campaign__slug=campaign.slug)  # none if known only from published rows
     published = published_rows(ReferenceRow.objects.for_campaign(campaign.slug))
     board = cached_render(
@@ -233,7 +291,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "model": model,
         "board": board.html,
         "charts": board.has_charts,  # base.html loads plotly.js only for pages with charts
-        "markdown": _campaign_markdown(request, campaign, variant, model) if model else "",
+        "markdown": demo_note(_campaign_markdown(request, campaign, variant, model), board.demo) if model else "",
         "wheel": wheel.install_line(request),
     }
     return render(request, "web/home.html", context)
@@ -253,11 +311,18 @@ def chips_by_slug(with_published: bool = True) -> dict[str, tuple[str, int | Non
     known = set(LeaderboardCell.objects.order_by().values_list("chip", "gpu_cores").distinct())
     if with_published:
         known |= set(ReferenceRow.objects.order_by().values_list("chip", "gpu_cores").distinct())
-    return {chip_slug(chip, cores): (chip, cores) for chip, cores in known}
+    # Ingest gives each slug one spelling (accounts.names); where older rows still spell one chip
+    # two ways, the registered spelling takes the page, then the first in order: never by chance.
+    registered = set(ChipName.objects.values_list("name", flat=True))
+    found: dict[str, tuple[str, int | None]] = {}
+    for chip, cores in sorted(known, key=lambda item: (item[0] not in registered, item[0], item[1] or 0)):
+        found.setdefault(chip_slug(chip, cores), (chip, cores))
+    return found
 
 
 def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], published: PublishedRows) -> RenderedBoard:
     sections = []
+    demo = False
     every_reference = _references(published)
     for campaign in choices:
         cells = _cells(campaign, chip=name, gpu_cores=cores)
@@ -265,6 +330,9 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
         if not cells and not references:
             continue
         board = build_board(cells, references, campaign.baseline, campaign.variants)
+        found = provenance(campaign.slug, chip=name, gpu_cores=cores) if cells else Provenance()
+        found.mark_groups(board, cells, campaign.baseline, campaign.patched_backends)
+        demo = demo or bool(found.demo)
         chart_list = [
             Chart(
                 f"tps-{campaign.slug}-{index}",
@@ -279,8 +347,8 @@ def _chip_board(name: str, cores: int | None, choices: list[CampaignChoice], pub
             if group.rows
         ]
         sections.append(ChipSection(campaign, board, chart_list))
-    html = render_to_string("web/_chip_board.html", {"sections": sections})
-    return RenderedBoard(html, any(section.charts for section in sections))
+    html = render_to_string("web/_chip_board.html", {"sections": sections, "demo": demo})
+    return RenderedBoard(html, any(section.charts for section in sections), demo)
 
 
 @require_safe
@@ -302,7 +370,7 @@ def chip(request: HttpRequest, slug: str) -> HttpResponse:
         permalink=request.build_absolute_uri(reverse("chip", args=[slug])),
     )
     context = {
-        "markdown": markdown,
+        "markdown": demo_note(markdown, board.demo),
         "page": Page(chip_label(name, cores)),
         "chip": name,
         "gpu_cores": cores,
@@ -323,7 +391,7 @@ def submission(request: HttpRequest, pk: str) -> HttpResponse:
 
 
 @require_safe
-def submission_envelope(request: HttpRequest, pk: str) -> HttpResponse:
+def envelope_json(request: HttpRequest, pk: str) -> HttpResponse:
     """The stored envelope, byte for byte, so anyone can verify the signature themselves."""
     found = get_object_or_404(Submission.objects.public().select_related("raw"), pk=pk)
     response = HttpResponse(bytes(found.raw.body), content_type="application/json")

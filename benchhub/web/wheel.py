@@ -1,5 +1,6 @@
 """The agent's wheel, served by the site it reports to: `build_agent_wheel` builds it from agent/ at
-deploy time (make run, the Dockerfile), and the home and About pages give the one install line.
+deploy time (the Dockerfile; `prepare_site`, run by make run and the compose web service, when it
+is missing or stale), and the home and About pages give the one install line.
 
 The agent depends on the shared rules (protocol/, benchhub-protocol), which no package index holds:
 the served wheel vendors them, so one `pipx install URL` installs a working agent."""
@@ -32,11 +33,29 @@ def agent_version() -> str:
 
 def wheel_dir() -> Path:
     """Outside static/: a build product, not a source file (settings may name another folder)."""
-    return Path(getattr(settings, "BENCHHUB_AGENT_WHEEL_DIR", Path(settings.BASE_DIR) / "build" / "agent-wheel"))
+    return Path(settings.BENCHHUB_AGENT_WHEEL_DIR)
 
 
 def wheel_name() -> str:
     return f"benchhub_agent-{agent_version()}-py3-none-any.whl"
+
+
+def _sources() -> list[Path]:
+    """What the wheel is built from: the two pyproject.toml files and the packages, not bytecode."""
+    found = [AGENT_SOURCE / "pyproject.toml", PROTOCOL_SOURCE / "pyproject.toml"]
+    found += [*(AGENT_SOURCE / "benchhub_agent").rglob("*"), *(PROTOCOL_SOURCE / "benchhub_protocol").rglob("*")]
+    return [path for path in found if path.is_file() and "__pycache__" not in path.parts]
+
+
+def is_current() -> bool:
+    """This version's wheel exists and is newer than every source file: a container built with
+    the wheel (the Dockerfile) starts without building it again, a checkout whose agent changed
+    gets a new one (prepare_site)."""
+    built = wheel_dir() / wheel_name()
+    if not built.is_file():
+        return False
+    newest = max((path.stat().st_mtime for path in _sources()), default=0.0)
+    return built.stat().st_mtime >= newest
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -82,11 +101,10 @@ def build() -> Path:
     target.mkdir(parents=True, exist_ok=True)
     built = target / wheel_name()
     with tempfile.TemporaryDirectory() as scratch:
+        # Pure-Python wheels for contributors' machines: their Requires-Python is theirs to meet, not the server's.
+        command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--ignore-requires-python"]
         for source in (AGENT_SOURCE, PROTOCOL_SOURCE):
-            subprocess.run(
-                [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(source), "-w", scratch],
-                check=True,
-            )
+            subprocess.run([*command, str(source), "-w", scratch], check=True)
         agent = Path(scratch) / wheel_name()
         if not agent.is_file():
             raise FileNotFoundError(f"pip built no {agent.name}: is agent/pyproject.toml's version {agent_version()}?")

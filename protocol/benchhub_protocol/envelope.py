@@ -1,4 +1,4 @@
-"""DSSE envelopes over RFC 8785 canonical JSON, signed with Ed25519 (PROTOCOL.md sections 1-2).
+"""DSSE envelopes over RFC 8785 canonical JSON, signed with Ed25519 (docs/protocol.md sections 1-2).
 
 This module is shared: the agent signs with it and the server verifies with it, so the two can
 never disagree about bytes. It does no I/O.

@@ -4,6 +4,7 @@ permalink. Pure: the agent prints it after a run and the site offers the same te
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,11 +33,37 @@ def format_tps(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
 
+def _percent_text(percent: float, decimals: int) -> str:
+    """A signed percentage at `decimals` places, rounded half away from zero; zero is "±0" and
+    never "-0", and the sign is the rounded value's."""
+    scale = 10**decimals
+    rounded = math.floor(abs(percent) * scale + 0.5) / scale
+    sign = "±" if rounded == 0 else ("+" if percent > 0 else "−")
+    return f"{sign}{rounded:.{decimals}f}%"
+
+
+def _decimals(speedup: float) -> int:
+    """Effects under 1% print with one decimal, larger ones as whole percents."""
+    percent = (speedup - 1.0) * 100
+    return 1 if math.floor(abs(percent) * 10 + 0.5) / 10 < 1 else 0
+
+
 def format_change(speedup: float | None) -> str:
+    """The change a ratio means: "+42%", "−3%", "+0.3%", "±0.0%" (only a change under 0.05% prints
+    as zero, and no verdict stands beside one: a verdict needs at least stats.EFFECT_FLOOR)."""
     if speedup is None:
         return "–"
-    percent = round((speedup - 1.0) * 100)
-    return f"{'+' if percent > 0 else ('−' if percent < 0 else '±')}{abs(percent)}%"
+    return _percent_text((speedup - 1.0) * 100, _decimals(speedup))
+
+
+def format_interval(low: float | None, high: float | None) -> str:
+    """An interval of ratios as changes, "+1.2% to +5.0%": both ends at the precision of the finer,
+    and once when they print the same ("+37%")."""
+    if low is None or high is None:
+        return "–"
+    decimals = max(_decimals(low), _decimals(high))
+    low_text, high_text = _percent_text((low - 1.0) * 100, decimals), _percent_text((high - 1.0) * 100, decimals)
+    return low_text if low_text == high_text else f"{low_text} to {high_text}"
 
 
 def format_pair(baseline: float | None, value: float | None, speedup: float | None) -> str:
@@ -79,8 +106,16 @@ def _interval(cells: Sequence[Cell]) -> str:
     return " / ".join(words) or "–"
 
 
+# The characters that open links, images, HTML, entities, code, emphasis and table cells,
+# backslash-escaped: a label is contributor text, shown as written and never as a link or an image
+# ("_" stays: within a word, as in Q4_K_M, it opens nothing). "://" and "www." are broken too, so
+# GitHub does not make a bare URL a link.
+_MARKUP = str.maketrans({char: "\\" + char for char in "\\`*[]<>|~&"})
+
+
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    escaped = " ".join(text.splitlines()).translate(_MARKUP)
+    return escaped.replace("://", ":\\/\\/").replace("www.", "www\\.")
 
 
 def table(lines: Sequence[Line], *, title: str, permalink: str) -> str:

@@ -2,7 +2,7 @@
 
 One rule for the agent (when to stop adding rounds) and the server (the `high_spread` flag), so that
 both read the same payload the same way. A round is the runs that share a `rep`; in round r the
-ratio of a cell is variant tg_tps / baseline tg_tps at that batch size (PROTOCOL 5.1).
+ratio of a cell is variant tg_tps / baseline tg_tps at that batch size (docs/protocol.md, cells).
 
 The interval is a Student t interval on the log ratios (docs/method.md says why): the noise of
 llama-batched-bench is per process and multiplicative, so log ratios are the natural scale, the
@@ -74,7 +74,7 @@ def half_width(ratios: Sequence[float]) -> float | None:
 
 
 def cell_half_widths(sweep: dict[str, Any], baseline: str) -> dict[tuple[str, int], float | None]:
-    """Half-width of every non-baseline cell of a sweep (PROTOCOL 4.4), keyed by (variant, batch size)."""
+    """Half-width of every non-baseline cell of a sweep (docs/protocol.md 4.4), keyed by (variant, batch size)."""
     variants = dict.fromkeys(run["variant"] for run in sweep["runs"] if run["variant"] != baseline)
     return {
         (variant, size): half_width(round_ratios(sweep["runs"], variant, baseline, size))
@@ -94,7 +94,7 @@ COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
 
 
 def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> list[str]:
-    """What in a sweep's settings (PROTOCOL 4.4) differs from its campaign's, one phrase per setting; a
+    """What in a sweep's settings (docs/protocol.md 4.4) differs from its campaign's, one phrase per setting; a
     subset of the campaign's batch sizes is not a difference. The service keeps such a result out of
     its cells (flag `nonstandard_sweep`); the agent says so before the run."""
     differences = [

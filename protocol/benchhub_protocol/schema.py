@@ -1,4 +1,4 @@
-"""The payload schemas of PROTOCOL.md, defined once.
+"""The payload schemas of docs/protocol.md, defined once.
 
 The agent validates what it is about to sign; the server validates what it has verified. Both
 call `validate_submission` / `validate_registration`, which raise `SchemaViolation` naming the
@@ -8,12 +8,10 @@ field at fault as a dotted path (`sweep.runs[2].rows[0].tg_tps`).
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from functools import cache
 from typing import Any
-
-import fastjsonschema
 
 SCHEMA_VERSION = 1
 
@@ -213,7 +211,11 @@ SUBMISSION_SCHEMA: dict[str, Any] = _object(
                 "build_type": _str,
                 "cmake_flags": _list({"type": "string", "maxLength": 500}, 64),
                 "compiler": _str,
-            }
+                # "pinned": built from the campaign's commit fetched by git; "local": from --llama-src or
+                # --variant binaries, which the service flags `local_source`. Absent in older agents' results.
+                "source": {"enum": ["pinned", "local"]},
+            },
+            optional=("source",),
         ),
         "variants": _list(VARIANT_SCHEMA, 16, 1),
         "sweep": SWEEP_SCHEMA,
@@ -238,43 +240,18 @@ def _path(parts: Any) -> str:
     return text
 
 
-def _strict_consts(node: Any) -> Any:
-    """fastjsonschema compares `const` with ==, so True would pass {"const": 1}; jsonschema does not."""
-    if isinstance(node, list):
-        return [_strict_consts(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    strict = {key: _strict_consts(value) for key, value in node.items()}
-    if isinstance(node.get("const"), int) and not isinstance(node["const"], bool):
-        strict["type"] = "integer"
-    return strict
-
-
 @cache
-def _fast_validator(name: str) -> Callable[[Any], Any]:
-    """The same schema compiled to Python by fastjsonschema (~20x faster than jsonschema on a full
-    submission). Compiled on first use, so the agent's start-up does not pay for it."""
+def _validator(name: str) -> Any:
+    """One jsonschema validator per schema, built on first use: the import is a sixth of the agent's
+    start-up (bench/schema_cost.py), and most commands never validate a payload."""
+    import jsonschema
+
     schema = {"submission": SUBMISSION_SCHEMA, "registration": REGISTRATION_SCHEMA}[name]
-    return fastjsonschema.compile({**_strict_consts(schema), "$schema": "http://json-schema.org/draft-07/schema#"})
-
-
-def _fast_accepts(name: str, obj: Any) -> bool:
-    """A quick yes for valid input. Any no, or any disagreement, goes to jsonschema, which alone
-    decides refusals and words the error, so errors are exactly what they were."""
-    try:
-        _fast_validator(name)(obj)
-    except fastjsonschema.JsonSchemaException:
-        return False
-    return True
+    return jsonschema.Draft202012Validator(schema)
 
 
 def _raise_first(schema: dict[str, Any], obj: Any) -> None:
-    name = "submission" if schema is SUBMISSION_SCHEMA else "registration"
-    if _fast_accepts(name, obj):
-        return
-    import jsonschema  # only to word a refusal: its import is a sixth of the agent's start-up (0.1 s)
-
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator("submission" if schema is SUBMISSION_SCHEMA else "registration")
     errors = sorted(validator.iter_errors(obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if not errors:
         return

@@ -1,4 +1,4 @@
-"""Pure statistics for the leaderboard (no ORM, no Django): PROTOCOL.md section 5.1, cells version 3.
+"""Pure statistics for the leaderboard (no ORM, no Django): docs/protocol.md section 7, cells version 3.
 
 Inside one submission, rounds pair a variant with its baseline: the submission's speedup at a
 batch size is the median over rounds of (variant / baseline in the same round). A machine is a
@@ -42,8 +42,8 @@ ABOUT_VERDICTS = (
     "the whole interval lies inside that threshold, so any change is too small to matter. "
     '"unclear" means neither holds yet and more machines would settle it, and "too few machines" means '
     "fewer than 3 machines, too few for an interval at all. "
-    'The range marked "your Mac" is different: it is where 80% of new machines of that chip will land, '
-    "wider than the interval because machines differ from one another."
+    'The range labelled "what your Mac will likely see" is another thing: it is where 80% of new machines '
+    "of that chip will land, wider than the interval because machines differ from one another."
 )
 
 
@@ -200,33 +200,39 @@ class PageStats:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The logs of the machines' values, summarised: what the intervals are built from."""
+    """The logs of the machines' values, summarised: what the intervals are built from. The logs are
+    taken relative to `center` (their median), so that equal values give exactly that value back."""
 
     n: int
-    mean: float  # mean of the logs: exp(mean) is the geometric mean, the typical machine's ratio
+    center: float
+    mean: float  # mean of log(value / center): center * exp(mean) is the geometric mean
     sd: float  # their sample standard deviation (0 for one machine)
+
+    def back(self, log_offset: float) -> float:
+        return self.center * math.exp(self.mean + log_offset)
 
 
 def estimate(values: Sequence[float]) -> Estimate:
-    logs = [math.log(value) for value in values]
+    center = median(values)
+    logs = [math.log(value / center) for value in values]
     n = len(logs)
     mean = math.fsum(logs) / n
     sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
-    return Estimate(n, mean, sd)
+    return Estimate(n, center, mean, sd)
 
 
 def confidence_bounds(found: Estimate, n_tests: int) -> tuple[float, float]:
-    """Two-sided t interval of exp(mean log) at level 1 - (1 - CONFIDENCE) / n_tests (Bonferroni)."""
+    """Two-sided t interval of the geometric mean at level 1 - (1 - CONFIDENCE) / n_tests (Bonferroni)."""
     quantile = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), found.n - 1)
     half = quantile * found.sd / math.sqrt(found.n)
-    return math.exp(found.mean - half), math.exp(found.mean + half)
+    return found.back(-half), found.back(half)
 
 
 def prediction_bounds(found: Estimate) -> tuple[float, float]:
     """Where one more machine's value falls with probability PREDICT_LEVEL (t prediction interval)."""
     quantile = t_quantile(0.5 + PREDICT_LEVEL / 2, found.n - 1)
     half = quantile * found.sd * math.sqrt(1.0 + 1.0 / found.n)
-    return math.exp(found.mean - half), math.exp(found.mean + half)
+    return found.back(-half), found.back(half)
 
 
 def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
@@ -256,7 +262,7 @@ class _Judged:
 def _judge(found: Estimate | None, n_tests: int, min_effect: float) -> _Judged:
     if found is None:
         return _Judged(None, None, None, None, None, None, None, "too few machines")
-    speedup = math.exp(found.mean)
+    speedup = found.back(0.0)
     if found.n < MIN_MACHINES:
         return _Judged(speedup, None, None, None, None, None, None, "too few machines")
     low, high = confidence_bounds(found, n_tests)
@@ -274,7 +280,7 @@ def _judge(found: Estimate | None, n_tests: int, min_effect: float) -> _Judged:
 
 
 def _geometric_mean(values: Sequence[float]) -> float:
-    return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+    return estimate(values).back(0.0)
 
 
 def page_stats(

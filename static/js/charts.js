@@ -9,13 +9,18 @@
   // by its lines so that none hides behind a scrollbar, and the ticks shrink to bare numbers.
   function fitToPhone(target, layout, data) {
     if (!narrow(target)) { return; }
-    if (layout.legend && layout.legend.orientation === "v") {
+    if (layout.legend && layout.legend.orientation === "v" && layout.showlegend !== false) {
       var entries = data.filter(function (trace) { return trace.showlegend !== false; }).length;
       var lines = LEGEND_ROW_PX * entries + 16;
       layout.margin.b += lines;
       layout.height = 320 + layout.margin.b;
       layout.legend = {orientation: "v", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom",
                        font: layout.legend.font, maxheight: lines, tracegroupgap: 0};
+    }
+    // A title wider than the phone was cut: it breaks after its first colon instead.
+    if (layout.title && layout.title.text && layout.title.text.indexOf(": ") > 0) {
+      layout.title.text = layout.title.text.replace(": ", ":<br>");
+      layout.margin.t += 20;
     }
     if (layout.xaxis && layout.xaxis.ticktext) {
       layout.xaxis.ticktext = layout.xaxis.tickvals.map(String);

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +18,8 @@ DATA = Path(__file__).parents[2] / "agent" / "benchhub_agent" / "data"
 CAMPAIGNS = Path(__file__).parents[2] / "protocol" / "benchhub_protocol" / "campaigns"
 SLUG = "mv-ext-iquants"
 FIFTY_MB = 50 * 1024 * 1024
+TRICKLE_S = 0.2
+TRICKLE_FOR_S = 30.0
 
 
 class HostileServer:
@@ -29,6 +32,11 @@ class HostileServer:
         self.big_bytes_sent = 0
         self.posts: dict[str, Callable[[bytes], tuple[int, dict[str, Any]]]] = {}
         self.received: list[tuple[str, bytes]] = []
+        self.requested: list[str] = []  # every GET path, in order
+        self.redirects: dict[str, str] = {}  # GET path -> Location of a 302
+        self.heavy_redirects: set[str] = set()  # of those, the ones whose 302 carries a 50 MB body
+        self.trickled: set[str] = set()  # GET paths answered one byte every TRICKLE_S, for at most TRICKLE_FOR_S
+        self.stopping = threading.Event()
         handler = self._handler()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -41,7 +49,17 @@ class HostileServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path == "/api/v1/campaigns/":
+                server.requested.append(self.path)
+                if self.path in server.heavy_redirects:
+                    self._stream_big(server.redirects[self.path])
+                elif self.path in server.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                elif self.path in server.trickled:
+                    self._trickle()
+                elif self.path == "/api/v1/campaigns/":
                     self._send(json.dumps({"results": [{"slug": SLUG}]}).encode(), "application/json")
                 elif self.path == f"/api/v1/campaigns/{SLUG}/":
                     self._send(json.dumps(server.manifest).encode(), "application/json")
@@ -69,9 +87,25 @@ class HostileServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def _stream_big(self) -> None:
-                # No Content-Length: the agent must cut the stream itself, not trust a header.
+            def _trickle(self) -> None:
+                # Headers at once, then a byte at a time: each read is well within any per-read timeout.
                 self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(1 << 20))
+                self.end_headers()
+                stop = time.monotonic() + TRICKLE_FOR_S
+                try:
+                    while time.monotonic() < stop and not server.stopping.wait(TRICKLE_S):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _stream_big(self, location: str | None = None) -> None:
+                # No Content-Length: the agent must cut the stream itself, not trust a header.
+                self.send_response(302 if location else 200)
+                if location:
+                    self.send_header("Location", location)
                 self.send_header("Content-Type", "text/x-diff")
                 self.send_header("Connection", "close")
                 self.end_headers()
@@ -116,5 +150,6 @@ def running() -> Iterator[HostileServer]:
     try:
         yield server
     finally:
+        server.stopping.set()
         server.httpd.shutdown()
         server.httpd.server_close()

@@ -39,12 +39,15 @@ def test_it_names_the_commit_it_could_not_fetch(tmp_path: Path) -> None:
     assert not list(home().sources.glob(f"git-{'a' * 40}*"))  # no tree, not even a partial one
 
 
-def test_it_retries_with_growing_delays_then_gives_up_with_the_reason() -> None:
+def test_it_retries_with_growing_delays_then_gives_up_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib3.util.retry
+
     waits: list[float] = []
+    monkeypatch.setattr(urllib3.util.retry.time, "sleep", waits.append)  # urllib3's Retry does the waiting
     with pytest.raises(AgentError) as caught:
-        client.post_envelope("http://127.0.0.1:9", "/api/v1/submissions/", b"{}", attempts=3, sleep=waits.append)
-    assert waits == [1.0, 2.0]
-    assert caught.value.code == ExitCode.UPLOAD and "after 3 attempts" in caught.value.message
+        client.post_envelope("http://127.0.0.1:9", "/api/v1/submissions/", b"{}", attempts=4)
+    assert waits == [2.0, 4.0]  # urllib3: the first retry at once, then doubling
+    assert caught.value.code == ExitCode.UPLOAD and "after 4 attempts" in caught.value.message
 
 
 def test_git_never_reads_a_repo_or_commit_as_an_option_even_unchecked(tmp_path: Path) -> None:
@@ -94,3 +97,30 @@ def test_it_talks_plain_http_only_to_this_machine() -> None:
     assert client.url_problem("https://user:pw@benchhub.example") == "carries a user name or password"
     assert client.url_problem("file:///etc/passwd") == "is not an http(s) URL"
     assert client.url_problem("https://bench hub.example") == "holds spaces or control characters"
+
+
+def test_git_reaches_a_repository_over_https_or_file_only(tmp_path: Path) -> None:
+    """Plain http (what a redirect could downgrade to) is not a protocol git may use: nothing is asked."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked: list[str] = []
+
+    class Recording(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_error(404)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(AgentError) as caught:
+            source.resolve_ref(f"http://127.0.0.1:{httpd.server_address[1]}/llama.cpp", "refs/heads/master")
+        assert caught.value.code == ExitCode.SOURCE and "not allowed" in caught.value.message
+        assert asked == []
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from benchhub_agent import campaign, pipeline, report, source, sweep
+from benchhub_agent import campaign, pipeline, report, source, sweep, worktree
 from benchhub_agent.dirs import home
 from benchhub_agent.errors import AgentError, ExitCode
 from benchhub_protocol import schema
@@ -130,18 +130,18 @@ def test_it_moves_the_working_tree_to_another_commit_rewriting_only_what_differs
     (second / "ggml" / "link.c").symlink_to("src/new.c")
 
     work = tmp_path / "work"
-    source.WorkTree(first, work).ensure()
+    worktree.WorkTree(first, work).ensure()
     unchanged, kernel = work / "CMakeLists.txt", work / "ggml" / "src" / "kernel.metal"
     unchanged_mtime, kernel_mtime = unchanged.stat().st_mtime_ns, kernel.stat().st_mtime_ns
     time.sleep(0.01)
-    source.WorkTree(second, work).ensure()
+    worktree.WorkTree(second, work).ensure()
 
     assert kernel.read_text() == "// few rows\n" and kernel.stat().st_mtime_ns > kernel_mtime
     assert unchanged.stat().st_mtime_ns == unchanged_mtime  # make leaves what did not change alone
     assert not (work / "ggml" / "src" / "gone.c").exists()
     assert (work / "ggml" / "src" / "new.c").read_text() == "int added;\n"
     assert os.readlink(work / "ggml" / "link.c") == "src/new.c"
-    source.WorkTree(first, work).ensure()
+    worktree.WorkTree(first, work).ensure()
     assert kernel.read_text() == "// master\n" and (work / "ggml" / "src" / "gone.c").is_file()
     assert not (work / "ggml" / "link.c").is_symlink() and not (work / "ggml" / "src" / "new.c").exists()
 

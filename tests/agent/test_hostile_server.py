@@ -140,7 +140,7 @@ def test_it_passes_on_no_environment_variable_outside_the_allow_list(
     hostile.manifest["variants"][2]["env"][variable] = str(workspace / "evil.so")
     before = everything_outside(workspace, isolated_home)
     answer = run_agent(hostile, workspace)
-    assert_refused(answer, ExitCode.MANIFEST, "variants[2].env key", "GGML_* or LLAMA_*")
+    assert_refused(answer, ExitCode.MANIFEST, "variants[2].env key", "not one of the ggml switches")
     assert_nothing_written(workspace, isolated_home, before)
 
 

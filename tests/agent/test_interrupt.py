@@ -29,6 +29,10 @@ def stand_in_tools(folder: Path, pid_file: Path) -> Path:
     return folder
 
 
+def default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -65,6 +69,9 @@ def test_it_exits_130_on_ctrl_c_ending_its_tool_and_leaving_nothing_half_written
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A suite started in the background (`nohup`, `&`) ignores SIGINT, and a child inherits that:
+        # the agent must start with the default handling a terminal's Ctrl-C meets.
+        preexec_fn=default_sigint,
     )
     deadline = time.monotonic() + 120
     while not pid_file.exists() or not pid_file.read_text().strip():

@@ -70,7 +70,7 @@ def test_it_shows_a_changed_patch_and_builds_nothing_without_an_explicit_yes(
     assert answer.exit_code == ExitCode.UNTRUSTED, answer.output
     assert f"patch {PATCH_01}: {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}" in answer.output
     assert "touches: ggml/src/ggml-metal/ggml-metal-device.cpp, " in answer.output
-    assert "--trust-campaign mv-ext-iquants" in answer.output.splitlines()[-1]
+    assert "--trust-campaign mv-ext-iquants@sha256:" in answer.output.splitlines()[-1]
     assert nothing_read_or_built(isolated_home)
 
 
@@ -78,10 +78,13 @@ def test_it_builds_a_changed_patch_when_told_to_trust_that_campaign(
     server: HostileServer, tiny_source: Path, isolated_home: Path
 ) -> None:
     changed_patch(server)
-    answer = run_agent(server, tiny_source, "--trust-campaign", SLUG)
-    assert "Trusted with --trust-campaign mv-ext-iquants." in answer.output
+    plain = run_agent(server, tiny_source, "--trust-campaign", SLUG)
+    assert plain.exit_code == ExitCode.UNTRUSTED, plain.output  # a slug alone trusts only the bundled copy
+    digest = plain.output.split("manifest digest: ")[1].split()[0]
+    answer = run_agent(server, tiny_source, "--trust-campaign", digest)
+    assert f"Trusted with --trust-campaign {digest}." in answer.output
     assert answer.exit_code == ExitCode.BUILD, answer.output  # past the preflight, into the (tiny) build
-    other = run_agent(server, tiny_source, "--trust-campaign", "few-row-mma")
+    other = run_agent(server, tiny_source, "--trust-campaign", "few-row-mma@sha256:" + digest.split(":")[1])
     assert other.exit_code == ExitCode.UNTRUSTED  # trusting one campaign trusts no other
 
 
@@ -100,9 +103,9 @@ def test_it_asks_about_untrusted_code_at_a_prompt_and_takes_no_for_an_answer(ser
     plan = campaign.from_manifest(server.manifest, home(), SLUG, server.url)
     shown: list[str] = []
     with pytest.raises(AgentError) as caught:
-        trust.confirm(plan, None, True, shown.append, lambda question: False)
+        trust.confirm(plan, None, False, True, shown.append, lambda question: False)
     assert caught.value.code == ExitCode.UNTRUSTED and PATCH_01 in shown[0]
-    trust.confirm(plan, None, True, shown.append, lambda question: True)
+    trust.confirm(plan, None, False, True, shown.append, lambda question: True)
     assert not trust.is_bundled(plan) and trust.is_bundled(campaign.bundled(SLUG))
 
 

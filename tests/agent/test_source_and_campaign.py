@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchhub_agent import build, campaign, source
+from benchhub_agent import build, campaign, source, worktree
 from benchhub_agent.dirs import home
 from benchhub_agent.errors import AgentError, ExitCode
 
@@ -47,7 +47,7 @@ def metal_subset(target: Path) -> Path:
 def test_it_applies_each_variant_and_gives_the_tree_back_for_the_next(tmp_path: Path) -> None:
     plan = campaign.bundled("mv-ext-iquants")
     pristine = metal_subset(tmp_path / "pristine")
-    tree = source.WorkTree(pristine, tmp_path / "work")
+    tree = worktree.WorkTree(pristine, tmp_path / "work")
     tree.ensure()
     kernels = tree.path / METAL_FILES[2]
     tree.apply(plan.variant("01+02").patches)
@@ -70,13 +70,12 @@ def test_it_names_the_patch_that_does_not_apply_and_leaves_the_tree_clean(tmp_pa
     plan = campaign.bundled("mv-ext-iquants")
     pristine = metal_subset(tmp_path / "pristine")
     (pristine / METAL_FILES[2]).write_text("// a different upstream\n")
-    tree = source.WorkTree(pristine, tmp_path / "work")
+    tree = worktree.WorkTree(pristine, tmp_path / "work")
     tree.ensure()
     with pytest.raises(AgentError) as caught:
         tree.apply(plan.variant("01").patches)
     assert caught.value.code == ExitCode.SOURCE and "01-mv-ext-iquants.patch" in caught.value.message
     assert (tree.path / METAL_FILES[0]).read_bytes() == (pristine / METAL_FILES[0]).read_bytes()
-    assert not tree.record.exists()
 
 
 def test_it_extracts_a_source_tarball_once(tmp_path: Path) -> None:
@@ -110,12 +109,15 @@ def test_it_hashes_the_bundled_patches_from_their_bytes() -> None:
 def test_it_keys_builds_by_everything_that_shapes_the_binaries() -> None:
     plan = campaign.bundled("mv-ext-iquants")
     cpu, cuda = build.BuildConfig("cpu"), build.BuildConfig("cuda")
-    key = build.binary_key(plan.variant("01"), cpu, "gcc 12", build.TOOLS)
-    assert key == build.binary_key(plan.variant("01"), cpu, "gcc 12", build.TOOLS)
-    assert key != build.binary_key(plan.variant("upstream"), cpu, "gcc 12", build.TOOLS)
-    assert key != build.binary_key(plan.variant("01"), cuda, "gcc 12", build.TOOLS)
-    assert key != build.binary_key(plan.variant("01"), cpu, "gcc 13", build.TOOLS)
-    assert key != build.binary_key(plan.variant("01"), build.BuildConfig("cpu", ("-DX=1",)), "gcc 12", build.TOOLS)
+    tree = "a" * 40
+    key = build.binary_key(plan.variant("01"), cpu, "gcc 12", build.TOOLS, tree)
+    assert key == build.binary_key(plan.variant("01"), cpu, "gcc 12", build.TOOLS, tree)
+    assert key != build.binary_key(plan.variant("upstream"), cpu, "gcc 12", build.TOOLS, tree)
+    assert key != build.binary_key(plan.variant("01"), cuda, "gcc 12", build.TOOLS, tree)
+    assert key != build.binary_key(plan.variant("01"), cpu, "gcc 13", build.TOOLS, tree)
+    flagged = build.BuildConfig("cpu", ("-DX=1",))
+    assert key != build.binary_key(plan.variant("01"), flagged, "gcc 12", build.TOOLS, tree)
+    assert key != build.binary_key(plan.variant("01"), cpu, "gcc 12", build.TOOLS, "b" * 40)
 
 
 @pytest.mark.django_db(transaction=True)

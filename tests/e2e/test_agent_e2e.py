@@ -196,7 +196,7 @@ def test_it_builds_measures_signs_and_publishes_a_real_run(agent_home: Path, liv
         assert row["excluded_reason"] == "correctness_not_run"
 
     # A CPU-only build has no device backend to check against: its rows are in the cells, counted as
-    # left out for that reason, never in a median (PROTOCOL.md 5.1).
+    # left out for that reason, never in a median (docs/protocol.md section 7).
     call_command("refresh_cells", summary["id"])
     board = requests.get(
         f"{api}/leaderboard/", params={"campaign": "mv-ext-iquants", "quant": "IQ2_XXS"}, timeout=30

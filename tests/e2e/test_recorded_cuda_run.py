@@ -90,7 +90,7 @@ def test_it_uploads_the_recorded_result_and_the_leaderboard_shows_the_cuda_rows(
         cells = {row["batch_size"]: row for row in rows if row["variant"] == variant}
         assert sorted(cells) == sorted(_medians(variant))
         for size, cell in cells.items():
-            # Cells v2 (PROTOCOL 5.1): the median of the round-paired ratios, and t/s = baseline x speedup.
+            # Cells v2 (docs/protocol.md, cells): the median of the round-paired ratios, and t/s = baseline x speedup.
             speedup = statistics.median(rounds.round_ratios(PAYLOAD["sweep"]["runs"], variant, "upstream", size))
             assert cell["n_submissions"] == 1
             assert cell["speedup"] == pytest.approx(speedup)

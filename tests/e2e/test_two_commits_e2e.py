@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import requests
+from benchhub_agent.errors import ExitCode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -113,6 +114,10 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
     )
 
     try:
+        # Not bundled: its code is listed with the manifest's digest, and built once that digest is given.
+        listed = run_agent("run", str(MODEL), "--server", live_server.url, "--campaign", "two-commits-e2e")
+        assert listed.returncode == ExitCode.UNTRUSTED, listed.stderr[-4000:]
+        digest = listed.stderr.split("manifest digest: ")[1].split()[0]
         done = run_agent(
             "run",
             str(MODEL),
@@ -128,8 +133,8 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
             "16",
             "--handle",
             "e2e-two-commits",
-            "--trust-campaign",  # not bundled: its code is listed, then built because we say so
-            "two-commits-e2e",
+            "--trust-campaign",
+            digest,
             "--yes",
             "--json",
         )

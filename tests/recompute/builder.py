@@ -16,18 +16,13 @@ from types import ModuleType
 from typing import Any
 
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_withdrawal
 
-from tests.conftest import PATCH_TEXT, build_payload, persona, submission_envelope
+from tests.conftest import PATCH_TEXT, VEC_ENV, build_payload, persona, signed_submission
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "recompute_cells.py"
 SLUG = "mv-ext-iquants"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
-VEC_ENV = {
-    "GGML_METAL_MV_IQ2_XXS_VEC": "1",
-    "GGML_METAL_MV_IQ2_XS_VEC": "1",
-    "GGML_METAL_MV_IQ2_S_VEC": "1",
-    "GGML_METAL_MV_IQ3_XXS_VEC": "1",
-}
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 GENERATED = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 
@@ -103,8 +98,7 @@ def ratio_tg(ratio: float, base: float = 100.0, reps: int = 2, batch: int = 1) -
 
 
 def withdrawal(submission_id: str, signer: envelope.Signer) -> str:
-    payload = {"schema_version": 1, "submission": submission_id, "created_at": "2026-12-03T10:00:00Z"}
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.WITHDRAWAL_TYPE, [signer])).decode("utf-8")
+    return signed_withdrawal(submission_id, signer).decode("utf-8")
 
 
 class SnapshotBuilder:
@@ -134,7 +128,7 @@ class SnapshotBuilder:
         self.keys.setdefault(handle, [])
         if key and key not in self.keys[handle]:
             self.keys[handle].append(key)
-        text = submission_envelope(body, signer).decode("utf-8")
+        text = signed_submission(body, signer).decode("utf-8")
         received = START + timedelta(seconds=len(self.lines))
         line_id = f"00000000-0000-4000-8000-{len(self.lines):012d}"
         line = {

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_withdrawal
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
@@ -36,11 +37,6 @@ CUDA = {
     "backend": "cuda",
     "low_power_mode": None,
 }
-
-
-def withdrawal_envelope(submission_id: str, signer: envelope.Signer) -> bytes:
-    payload = {"schema_version": 1, "submission": submission_id, "created_at": "2026-12-03T10:00:00Z"}
-    return envelope.envelope_bytes(envelope.sign(payload, envelope.WITHDRAWAL_TYPE, [signer]))
 
 
 def _payload(rng: random.Random, index: int) -> dict[str, Any]:
@@ -176,7 +172,7 @@ def populate(api: Api, submissions: int = 40, seed: int = 7) -> None:
     moderation.set_hidden(Submission.objects.filter(pk=ids[0][0]), True, AnonymousUser(), "spam")
     withdrawn, owner = ids[1]
     url = f"/api/v1/submissions/{withdrawn}/withdraw"
-    assert api.post(url, withdrawal_envelope(withdrawn, owner)).status_code == 200
+    assert api.post(url, signed_withdrawal(withdrawn, owner)).status_code == 200
     # Every key but eve's registered two hours ago: past probation (time cannot pass in a test).
     PublicKey.objects.exclude(keyid=eve.keyid).update(created_at=timezone.now() - timedelta(hours=2))
     cells.refresh_all_cells()

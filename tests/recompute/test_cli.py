@@ -7,6 +7,7 @@ import base64
 import copy
 import gzip
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -93,7 +94,7 @@ def test_json_prints_every_cell_in_the_api_row_shape(tmp_path: Path, capsys: pyt
     out, err = capsys.readouterr()
     (board,) = json.loads(out)
     assert (board["campaign"], board["baseline"]) == (SLUG, "upstream")
-    # Every row field the API serves (PROTOCOL.md 5.1, plus backend and control), no other.
+    # Every row field the API serves (docs/protocol.md section 7, plus backend and control), no other.
     fields = set(LeaderboardRowSerializer.Meta.fields)
     assert all(set(row) == fields for row in board["rows"])
     assert [(row["variant"], row["batch_size"], row["n_machines"]) for row in board["rows"]] == [
@@ -316,3 +317,23 @@ def test_a_withdrawal_must_be_signed_by_the_submissions_key(tmp_path: Path, caps
         line["withdrawal"] = forged
         code, _ = run_main(capsys, "--snapshot", str(builder.write(tmp_path)))
         assert code == expected
+
+
+def test_without_pynacl_it_says_so_in_one_sentence_and_exits_4(tmp_path: Path) -> None:
+    """A Python without PyNaCl (an importable stand-in that fails as a missing module does): no
+    traceback, and not exit 1, which means "cells differ"."""
+    (tmp_path / "nacl").mkdir()
+    (tmp_path / "nacl" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'nacl'\")\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--snapshot", str(tmp_path / "none.jsonl.gz")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "pip install pynacl" in done.stderr
+    shown = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert shown.returncode == 0 and "4 PyNaCl is missing" in shown.stdout

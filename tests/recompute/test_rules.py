@@ -1,5 +1,5 @@
 """The standalone recompute (scripts/recompute_cells.py) against hand-computed cells: every rule of
-cells v3 (PROTOCOL.md 5.1), without a server; its statistics against the service's own."""
+cells v3 (docs/protocol.md section 7), without a server; its statistics against the service's own."""
 
 from __future__ import annotations
 
@@ -287,13 +287,15 @@ def test_an_excluded_only_cell_exists_with_no_numbers() -> None:
     assert snap.cell(batch=4)["excluded"] == excluded(withdrawn=1)
 
 
-def test_the_label_comes_from_the_earliest_submission_with_a_row_in_the_cell() -> None:
+def test_the_label_comes_from_the_earliest_submission_the_cell_counts_else_the_earliest_row() -> None:
     snap = SnapshotBuilder()
     snap.add("ada", payload({"upstream": {1: [100]}, "01": {1: [120]}}, model={"label": "one round"}))  # nonstandard
-    snap.add("bob", payload(ratio_tg(1.2), model={"label": "first"}), state="hidden")
+    snap.add("bob", payload(ratio_tg(1.2), model={"label": "first"}), state="held")
+    assert (snap.cell()["model"], snap.cell()["quant"]) == ("first", "IQ2_XXS")  # nothing counted: the earliest row
     snap.add("cole", payload(ratio_tg(1.2), model={"label": "second", "file_type": "Q8_0"}))
+    snap.add("dina", payload(ratio_tg(1.2), model={"label": "third"}))
     cell = snap.cell()
-    assert (cell["model"], cell["quant"]) == ("first", "IQ2_XXS")
+    assert (cell["model"], cell["quant"]) == ("second", "Q8_0")  # the standing claim, not the held one
     unlabelled = payload(ratio_tg(1.2))
     del unlabelled["model"]["label"]
     other = SnapshotBuilder()

@@ -20,7 +20,7 @@ import requests
 
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, Submission
-from tests.conftest import build_payload, persona, registration_envelope, submission_envelope
+from tests.conftest import build_payload, persona, signed_registration, signed_submission
 from tests.server.test_processes import ROOT, Stack, free_port, start_web, wait_for
 
 SIGNERS = ("ada", "bob", "cole", "dina")
@@ -158,7 +158,7 @@ class RestartPolicy:
 
 def register_signers(stack: Stack) -> None:
     for handle in SIGNERS:
-        answer = stack.post("/api/v1/contributors/", registration_envelope(persona(handle), handle))
+        answer = stack.post("/api/v1/contributors/", signed_registration(persona(handle), handle))
         assert answer.status_code == 201, answer.text
 
 
@@ -170,7 +170,7 @@ def numbered_envelope(number: int) -> bytes:
     }
     # Four chips: four cell groups, as a real crowd spreads over machines.
     machine = {"chip": f"Apple M{number % 4 + 1}"}
-    return submission_envelope(build_payload(tg=tg, machine=machine), persona(SIGNERS[number % len(SIGNERS)]))
+    return signed_submission(build_payload(tg=tg, machine=machine), persona(SIGNERS[number % len(SIGNERS)]))
 
 
 @dataclass

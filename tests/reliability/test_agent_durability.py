@@ -21,7 +21,7 @@ from benchhub_agent import keys, outbox
 from benchhub_agent.dirs import home
 
 from benchhub.results.models import Submission
-from tests.conftest import build_payload, submission_envelope
+from tests.conftest import build_payload, signed_submission
 from tests.server.test_processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,7 +114,7 @@ def queue_one_result() -> Path:
     dirs = home()
     signer = keys.load_or_create(dirs)
     payload = build_payload()
-    return outbox.put(dirs, payload["nonce"], submission_envelope(payload, signer))
+    return outbox.put(dirs, payload["nonce"], signed_submission(payload, signer))
 
 
 def agent_upload(server: str, agent_home: Path) -> subprocess.Popen[str]:

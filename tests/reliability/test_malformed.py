@@ -13,7 +13,7 @@ from benchhub_protocol import envelope
 from django.test import Client
 
 from benchhub.results.models import Submission
-from tests.conftest import Api, build_payload, persona, registration_envelope
+from tests.conftest import Api, build_payload, persona, signed_registration
 from tests.reliability.payload_paths import (
     NULLABLE,
     OPTIONAL,
@@ -193,7 +193,7 @@ def test_it_refuses_the_adversarial_envelope_corpus_at_both_endpoints(
 
 def test_it_refuses_malformed_registrations_naming_the_field(api: Api, campaign: Any) -> None:
     signer = persona("newcomer")
-    valid = json.loads(registration_envelope(signer, "newcomer"))
+    valid = json.loads(signed_registration(signer, "newcomer"))
     payload = json.loads(base64.b64decode(valid["payload"]))
     cases = {
         "handle": ["-dash", "a" * 40, "", "x y", "\u00e9t\u00e9", 7, None],

@@ -27,7 +27,7 @@ from benchhub_agent import client, keys, outbox
 from benchhub_agent.dirs import home
 from benchhub_agent.errors import AgentError
 
-from tests.conftest import build_payload, submission_envelope
+from tests.conftest import build_payload, signed_submission
 from tests.reliability.faults import ROOT, OwnPostgres, Stack, start_web, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -91,7 +91,7 @@ def test_it_keeps_every_acknowledged_submission_across_a_postgres_restart(
         nonlocal acknowledged_at
         while not done.is_set():
             payload = build_payload(machine={"chip": CHIP_AFTER if stopping.is_set() else CHIP_BEFORE})
-            queued = outbox.put(dirs, payload["nonce"], submission_envelope(payload, signer))
+            queued = outbox.put(dirs, payload["nonce"], signed_submission(payload, signer))
             try:
                 acknowledged.add(outbox.send(queued, fault_stack.base, dirs)["id"])
             except AgentError as error:  # stays in the outbox for `benchhub-agent upload`

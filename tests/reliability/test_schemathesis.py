@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from benchhub.web.views import chips_by_slug
-from tests.conftest import Api, build_payload, persona, registration_envelope
+from tests.conftest import Api, build_payload, persona, signed_registration
 from tests.reliability.payload_paths import leaves_and_keys, set_at
 
 SIGNED_ENDPOINTS = {Api.submissions: envelope.SUBMISSION_TYPE, Api.contributors: envelope.REGISTRATION_TYPE}
@@ -88,7 +88,7 @@ def craft_cursors(query: Any) -> st.SearchStrategy[Any]:
 def _valid_payload(payload_type: str) -> dict[str, Any]:
     if payload_type == envelope.SUBMISSION_TYPE:
         return build_payload(nonce="0" * 32)
-    signed = json.loads(registration_envelope(persona("ada"), "ada"))
+    signed = json.loads(signed_registration(persona("ada"), "ada"))
     return envelope.strict_loads(envelope.b64decode(signed["payload"], "payload"))  # type: ignore[no-any-return]
 
 

@@ -13,7 +13,7 @@ from benchhub_agent.dirs import home
 from django.core.cache import cache
 
 from benchhub.results.models import Submission
-from tests.conftest import build_payload, submission_envelope
+from tests.conftest import build_payload, signed_submission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +39,7 @@ def test_it_lets_a_throttled_agent_wait_and_then_succeed(
     queued = []
     for _ in range(3):
         payload = build_payload()
-        queued.append(outbox.put(dirs, payload["nonce"], submission_envelope(payload, signer)))
+        queued.append(outbox.put(dirs, payload["nonce"], signed_submission(payload, signer)))
     for path in queued:
         assert outbox.send(path, live_server.url, dirs)["status"] == "accepted"
     assert 429 in statuses, "the limit never bit: the test proved nothing"

@@ -143,6 +143,25 @@ def test_it_does_not_count_a_variant_run_without_its_campaigns_environment(api: 
     assert "nonstandard_sweep" in Submission.objects.get(pk=response.json()["id"]).flags
 
 
+@pytest.mark.parametrize(("source", "flagged"), [("local", True), ("pinned", False), (None, False)])
+def test_it_flags_a_result_built_from_a_local_source_tree(
+    source: str | None, flagged: bool, api: Api, ada: envelope.Signer
+) -> None:
+    payload = build_payload()
+    if source:
+        payload["llama_cpp"]["source"] = source  # what `--llama-src` and `--variant` runs say (issue 31)
+    response = api.submit(payload, ada)
+    assert response.status_code == 201, response.json()
+    assert ("local_source" in Submission.objects.get(pk=response.json()["id"]).flags) is flagged
+
+
+def test_it_refuses_a_source_that_is_neither_pinned_nor_local(api: Api, ada: envelope.Signer) -> None:
+    payload = build_payload()
+    payload["llama_cpp"]["source"] = "upstream"
+    response = api.submit(payload, ada)
+    assert response.status_code == 400 and response.json()["field"] == "llama_cpp.source", response.json()
+
+
 def test_it_refuses_the_same_sweep_rows_sent_again_under_a_fresh_nonce(api: Api, ada: envelope.Signer) -> None:
     payload = build_payload()
     first = api.submit(payload, ada).json()["id"]
@@ -191,7 +210,9 @@ def test_it_holds_every_conflicting_claim_until_one_is_backed_by_three_machines(
     assert cell("01", 4).n_machines == 0, "two machines against one: still in dispute"
     submit_and_refresh(api, honest[2], tg=ratio_run(103, 1.6))
     result = cell("01", 4)
-    assert (result.n_machines, result.excluded["held"], result.quant) == (3, 1, "Q8_0")
+    assert (result.n_machines, result.excluded["held"], result.quant) == (3, 1, "IQ2_XXS"), (
+        "named by the standing claim"
+    )
     assert Submission.objects.get(pk=wrong.pk).state == "hidden"
 
 

@@ -1,4 +1,4 @@
-"""A client written from PROTOCOL.md alone (its own PAE, JCS and base64; PyNaCl and rfc8785 only,
+"""A client written from docs/protocol.md alone (its own PAE, JCS and base64; PyNaCl and rfc8785 only,
 none of benchhub's code) registers, submits, retries and reads back the numbers it expects."""
 
 from __future__ import annotations

@@ -62,3 +62,15 @@ def test_it_bans_a_key_from_the_admin_and_refuses_its_later_submissions(
 
 def test_it_keeps_the_audit_trail_read_only_in_the_admin(admin_client: Client) -> None:
     assert admin_client.get("/admin/accounts/moderationevent/add/").status_code == 403
+
+
+def test_what_the_public_sees_has_no_edit_form_in_the_admin(admin_client: Client) -> None:
+    """Issue 30: contributors (demo or real), keys, chip spellings and published rows change only
+    through audited actions."""
+    for path in (
+        "/admin/accounts/contributor/add/",
+        "/admin/accounts/publickey/add/",
+        "/admin/accounts/chipname/add/",
+        "/admin/web/referencerow/add/",
+    ):
+        assert admin_client.get(path).status_code == 403, path

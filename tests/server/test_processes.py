@@ -1,9 +1,11 @@
 """docker-compose.yml's web, worker and beat commands, run natively against the machine's real
-PostgreSQL and Redis: a submission over HTTP reaches the leaderboard, and a worker killed with
+PostgreSQL and Redis: the web service serves what `make run` shows a reader (the published reference
+rows, the agent wheel), a submission over HTTP reaches the leaderboard, and a worker killed with
 SIGKILL mid-refresh loses nothing once it is restarted."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +21,12 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from benchhub_agent import __version__
 from django.db import connection
 
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, Submission
-from tests.conftest import build_payload, persona, registration_envelope, submission_envelope
+from tests.conftest import build_payload, persona, signed_registration, signed_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -137,12 +141,34 @@ def stack(campaign: Any, patches_dir: Path, tmp_path: Path) -> Iterator[Stack]:
         services.stop_all()
 
 
-def start_web(stack: Stack) -> None:
+def start_web(stack: Stack, timeout: float = 90) -> None:
     stack.start("web")
     try:
-        wait_for(stack.web_is_up, 90, "gunicorn to answer")
+        wait_for(stack.web_is_up, timeout, "gunicorn to answer")
     except AssertionError:
         raise AssertionError(stack.log("web")) from None
+
+
+def test_the_web_service_serves_the_reference_rows_and_the_agent_wheel_as_make_run_does(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The compose web command, on an empty wheel folder and no reference rows: it loads and builds
+    them itself (prepare_site, the command make run runs too)."""
+    stack.env["BENCHHUB_AGENT_WHEEL_DIR"] = str(tmp_path / "wheel")
+    assert "prepare_site" in stack.command("web")
+    assert "prepare_site" in (ROOT / "Makefile").read_text()
+    start_web(stack, timeout=240)  # prepare_site builds the wheel first
+    rows = requests.get(f"{stack.base}/api/v1/reference-rows/", timeout=10)
+    assert rows.status_code == 200 and len(rows.json()) >= 10, rows.text[:300]
+    assert {row["campaign"] for row in rows.json()} >= {"mv-ext-iquants"}
+    home = requests.get(f"{stack.base}/", timeout=10)
+    assert home.status_code == 200 and "published, not signed" in home.text
+    name = f"benchhub_agent-{__version__}-py3-none-any.whl"
+    assert f"/agent/{name}" in home.text
+    served = requests.get(f"{stack.base}/agent/{name}", timeout=10)
+    assert served.status_code == 200, served.status_code
+    assert zipfile.ZipFile(io.BytesIO(served.content)).getinfo("benchhub_agent/__init__.py")
+    assert (tmp_path / "wheel" / name).is_file()
 
 
 def test_it_runs_the_compose_commands_and_a_submission_reaches_the_leaderboard(stack: Stack) -> None:
@@ -150,8 +176,8 @@ def test_it_runs_the_compose_commands_and_a_submission_reaches_the_leaderboard(s
     stack.start("worker")
     stack.start("beat")
     ada = persona("ada")
-    assert stack.post("/api/v1/contributors/", registration_envelope(ada, "ada")).status_code == 201
-    sent = submission_envelope(build_payload(), ada)
+    assert stack.post("/api/v1/contributors/", signed_registration(ada, "ada")).status_code == 201
+    sent = signed_submission(build_payload(), ada)
     created = stack.post("/api/v1/submissions/", sent)
     assert created.status_code == 201, created.text
 
@@ -175,7 +201,7 @@ def test_it_loses_no_submission_when_the_worker_is_killed_mid_refresh(stack: Sta
     start_web(stack)
     signers = [persona(name) for name in ("ada", "bob", "cole", "dina")]
     for index, signer in enumerate(signers):
-        assert stack.post("/api/v1/contributors/", registration_envelope(signer, f"p{index}")).status_code == 201
+        assert stack.post("/api/v1/contributors/", signed_registration(signer, f"p{index}")).status_code == 201
     sizes = (1, 2, 3, 4, 5, 8, 9, 12, 16)
     count, chips = 40, 8  # refreshes are queued per cell group: eight groups, eight refreshes to interrupt
     for n in range(count):
@@ -184,7 +210,7 @@ def test_it_loses_no_submission_when_the_worker_is_killed_mid_refresh(stack: Sta
             for name, shift in (("upstream", 0), ("01", 40), ("01+02", 60))
         }
         payload = build_payload(tg=tg, machine={"chip": f"Apple M{n % chips + 1} Max"})
-        response = stack.post("/api/v1/submissions/", submission_envelope(payload, signers[n % 4]))
+        response = stack.post("/api/v1/submissions/", signed_submission(payload, signers[n % 4]))
         assert response.status_code == 201, response.text
 
     def refreshed() -> int:
@@ -226,12 +252,12 @@ def test_the_worker_keeps_its_database_connection_and_replaces_one_the_server_dr
     start_web(stack)
     stack.start("worker")
     ada = persona("ada")
-    assert stack.post("/api/v1/contributors/", registration_envelope(ada, "ada")).status_code == 201
+    assert stack.post("/api/v1/contributors/", signed_registration(ada, "ada")).status_code == 201
 
     def submit_and_wait(n: int) -> None:
         tg = {"upstream": {4: [100.0 + n] * 2}, "01": {4: [150.0] * 2}}
         payload = build_payload(tg=tg, machine={"chip": f"Apple M{n} Max"})  # a group of its own: one refresh each
-        assert stack.post("/api/v1/submissions/", submission_envelope(payload, ada)).status_code == 201
+        assert stack.post("/api/v1/submissions/", signed_submission(payload, ada)).status_code == 201
         try:
             wait_for(
                 lambda: not Submission.objects.filter(cells_refreshed_at__isnull=True).exists(), 60, f"refresh {n}"

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 
 from benchhub.api.throttling import AddressThrottle
 from benchhub.results.models import Submission
-from tests.conftest import Api, build_payload, persona, submission_envelope
+from tests.conftest import Api, build_payload, persona, signed_submission
 
 
 @pytest.mark.django_db(transaction=True)
@@ -25,7 +25,7 @@ def test_it_stores_exactly_one_row_when_eight_threads_race_the_same_nonce(campai
     cache.clear()
     ada = persona("ada")
     assert Api(Client()).register(ada, "ada").status_code == 201
-    body = submission_envelope(build_payload(), ada)
+    body = signed_submission(build_payload(), ada)
     barrier = threading.Barrier(8)
     answers: list[tuple[int, str]] = []
 

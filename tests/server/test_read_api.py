@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 5 reads: leaderboard, submissions, campaigns and manifest, measurements,
+"""docs/protocol.md section 6 reads: leaderboard, submissions, campaigns and manifest, measurements,
 CSV, the OpenAPI schema, and JSON errors."""
 
 from __future__ import annotations
@@ -77,7 +77,9 @@ def test_it_names_the_missing_or_malformed_leaderboard_parameter(client: Client,
     assert client.get("/api/v1/leaderboard/").json()["field"] == "campaign"
     bad = client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants", "batch_size": "four"})
     assert (bad.status_code, bad.json()["field"]) == (400, "batch_size")
-    assert client.get("/api/v1/leaderboard/", {"campaign": "nope"}).status_code == 404
+    unknown = client.get("/api/v1/leaderboard/", {"campaign": "nope"})
+    assert (unknown.status_code, unknown.json()["field"]) == (400, "campaign")
+    assert campaign.slug in unknown.json()["known"]
 
 
 def test_it_lists_submissions_with_a_cursor_and_filters(client: Client, two_submissions: list[str]) -> None:

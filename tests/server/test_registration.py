@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 3: registration with proof of possession, and linking a second key."""
+"""docs/protocol.md section 3: registration with proof of possession, and linking a second key."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from benchhub_protocol import envelope
 
 from benchhub.accounts.models import Contributor, PublicKey
-from tests.conftest import VECTOR, Api, persona, registration_envelope
+from tests.conftest import VECTOR, Api, persona, signed_registration
 
 pytestmark = pytest.mark.django_db
 
@@ -113,8 +113,8 @@ def test_it_refuses_a_key_that_is_not_a_curve_point(api: Api) -> None:
 
 def test_it_answers_401_when_the_signature_does_not_verify(api: Api) -> None:
     signer, other = persona("ada"), persona("bob")
-    env = json.loads(registration_envelope(signer, "ada"))
-    env["signatures"][0]["sig"] = json.loads(registration_envelope(other, "ada"))["signatures"][0]["sig"]
+    env = json.loads(signed_registration(signer, "ada"))
+    env["signatures"][0]["sig"] = json.loads(signed_registration(other, "ada"))["signatures"][0]["sig"]
     response = api.post(Api.contributors, json.dumps(env).encode())
     assert response.status_code == 401
     assert response.json()["error"] == "bad_signature"

@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 4: signed submissions, verified over the exact bytes, stored atomically."""
+"""docs/protocol.md section 4: signed submissions, verified over the exact bytes, stored atomically."""
 
 from __future__ import annotations
 
@@ -19,17 +19,17 @@ from benchhub.results.models import (
     Submission,
     SweepRow,
 )
-from tests.conftest import VECTOR, Api, build_payload, persona, submission_envelope
+from tests.conftest import VECTOR, Api, build_payload, persona, signed_submission
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_stores_the_raw_envelope_and_every_normalised_row(api: Api, ada: envelope.Signer) -> None:
-    body = submission_envelope(build_payload(), ada)
+    body = signed_submission(build_payload(), ada)
     response = api.post(Api.submissions, body)
     assert response.status_code == 201
     created = response.json()
-    assert set(created) == {"id", "url", "status"}
+    assert set(created) == {"id", "url", "status", "counts_from"}
     assert created["status"] == "accepted"
     assert created["url"] == f"http://testserver/submissions/{created['id']}/"
     submission = Submission.objects.get(pk=created["id"])
@@ -43,7 +43,7 @@ def test_it_stores_the_raw_envelope_and_every_normalised_row(api: Api, ada: enve
 
 
 def test_it_serves_the_stored_envelope_byte_for_byte(api: Api, ada: envelope.Signer) -> None:
-    body = submission_envelope(build_payload(), ada)
+    body = signed_submission(build_payload(), ada)
     submission_id = api.post(Api.submissions, body).json()["id"]
     response = api.client.get(f"/api/v1/submissions/{submission_id}/envelope")
     assert response.status_code == 200
@@ -51,7 +51,7 @@ def test_it_serves_the_stored_envelope_byte_for_byte(api: Api, ada: envelope.Sig
 
 
 def test_it_answers_a_retry_of_the_identical_envelope_with_200_and_the_same_id(api: Api, ada: envelope.Signer) -> None:
-    body = submission_envelope(build_payload(), ada)
+    body = signed_submission(build_payload(), ada)
     first = api.post(Api.submissions, body)
     again = api.post(Api.submissions, body)
     assert (first.status_code, again.status_code) == (201, 200)
@@ -77,7 +77,7 @@ def test_it_looks_for_a_retry_or_a_replay_in_one_query(api: Api, ada: envelope.S
             f'"results_submission"."{column}" = ' in where for column in ("nonce", "payload_sha256")
         )
 
-    body = submission_envelope(build_payload(), ada)
+    body = signed_submission(build_payload(), ada)
     for expected_status in (201, 200):  # the new submission, then its retry
         with CaptureQueriesContext(connection) as queries:
             assert api.post(Api.submissions, body).status_code == expected_status
@@ -101,7 +101,7 @@ def test_it_answers_401_for_an_unregistered_key(api: Api, campaign: Any) -> None
 
 
 def test_it_answers_401_for_a_flipped_payload_byte(api: Api, ada: envelope.Signer) -> None:
-    env = json.loads(submission_envelope(build_payload(), ada))
+    env = json.loads(signed_submission(build_payload(), ada))
     payload = bytearray(base64.b64decode(env["payload"]))
     payload[payload.index(b"Apple M5 Pro")] ^= 0x01
     env["payload"] = base64.b64encode(bytes(payload)).decode()
@@ -115,7 +115,7 @@ def test_it_refuses_a_replay_of_another_keys_envelope(api: Api, ada: envelope.Si
     """Bob re-sends Ada's signed envelope under his own keyid: the signature is not his."""
     bob = persona("bob")
     assert api.register(bob, "bob").status_code == 201
-    env = json.loads(submission_envelope(build_payload(), ada))
+    env = json.loads(signed_submission(build_payload(), ada))
     env["signatures"][0]["keyid"] = bob.keyid
     response = api.post(Api.submissions, json.dumps(env).encode())
     assert response.status_code == 401
@@ -170,7 +170,7 @@ def test_it_refuses_a_signed_payload_with_duplicate_keys(api: Api, ada: envelope
 
 
 def test_it_refuses_duplicate_keys_in_the_envelope(api: Api, ada: envelope.Signer) -> None:
-    body = submission_envelope(build_payload(), ada).replace(b'{"payload":', b'{"payload":"AAAA","payload":', 1)
+    body = signed_submission(build_payload(), ada).replace(b'{"payload":', b'{"payload":"AAAA","payload":', 1)
     response = api.post(Api.submissions, body)
     assert response.status_code == 400
     assert response.json()["error"] == "bad_json"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from benchhub_protocol import envelope
+from benchhub_protocol.payloads import signed_withdrawal
 from django.test import Client
 
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, RawEnvelope, Submission
 from tests.conftest import Api, build_payload, persona
-from tests.recompute.scenario import withdrawal_envelope
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +28,7 @@ def submitted(api: Api, ada: envelope.Signer) -> str:
 
 
 def withdraw(api: Api, submission_id: str, signer: envelope.Signer) -> Any:
-    return api.post(f"/api/v1/submissions/{submission_id}/withdraw", withdrawal_envelope(submission_id, signer))
+    return api.post(f"/api/v1/submissions/{submission_id}/withdraw", signed_withdrawal(submission_id, signer))
 
 
 def test_it_withdraws_a_submission_from_every_cell_and_keeps_its_envelope(
@@ -68,7 +68,7 @@ def test_it_refuses_a_withdrawal_naming_another_submission_or_none(
     api: Api, ada: envelope.Signer, submitted: str
 ) -> None:
     other = "01234567-89ab-7def-8123-456789abcdef"
-    body = withdrawal_envelope(other, ada)
+    body = signed_withdrawal(other, ada)
     response = api.post(f"/api/v1/submissions/{submitted}/withdraw", body)
     assert (response.status_code, response.json()["field"]) == (400, "submission")
     assert withdraw(api, other, ada).status_code == 404

@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 6: the shared envelope code reproduces the test vector byte for byte."""
+"""docs/protocol.md section 8: the shared envelope code reproduces the test vector byte for byte."""
 
 import base64
 import hashlib

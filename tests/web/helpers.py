@@ -15,11 +15,11 @@ from benchhub.web import demo
 
 def ingest_runs(campaign: Campaign, runs: Sequence[demo.DemoRun]) -> list[Submission]:
     for handle in {run.handle for run in runs}:
-        register(demo.registration_envelope(handle))
+        register(demo.signed_demo_registration(handle))
         Contributor.objects.filter(keys__keyid=demo.signer_for(handle).keyid).update(is_demo=True)
     ids = []
     for run in runs:
-        result = ingest_submission(demo.submission_envelope(campaign, run))
+        result = ingest_submission(demo.signed_demo_run(campaign, run))
         refresh_cells_for_submission(result.id)
         ids.append(result.id)
     return [Submission.objects.get(pk=pk) for pk in ids]

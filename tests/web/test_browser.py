@@ -2,7 +2,10 @@
 data (published rows plus demo submissions through the real ingest), at 1400 px and 390 px: every
 chart draws its SVG with every legend entry in view, the console stays clean, pages never scroll
 sideways, the ranking and every batch-size column are in view or their table says it scrolls, and
-screenshots land in $BENCHHUB_SCREENSHOTS (a temporary folder by default)."""
+screenshots land in $BENCHHUB_SCREENSHOTS (a temporary folder by default). Issue 33 at both widths:
+demo rows marked, variants explained, "check our numbers", the ranking's machines and verdicts and a
+chip table's caption and last column in view at 390 px, a CPU run's reason, an empty chart's
+message, and a compare view that fits and picks two different submissions."""
 
 from __future__ import annotations
 
@@ -23,9 +26,12 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from benchhub.results.ingest import ingest_submission, register
 from benchhub.results.models import Campaign, Submission
-from benchhub.web import charts
+from benchhub.results.tasks import refresh_cells_for_submission
+from benchhub.web import charts, demo
 from benchhub.web.charts import Point, Series
+from tests.conftest import persona, signed_registration, signed_submission
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +74,38 @@ def quick_start_site(transactional_db: None) -> Submission:
 
     sync_campaigns(Campaign)
     call_command("seed_demo", stdout=StringIO())
+    send_a_cpu_run(Campaign.objects.get(slug=demo.CAMPAIGN))
     return Submission.objects.filter(machine__chip="Apple M2").order_by("received_at").first()  # type: ignore[return-value]
+
+
+CPU_CHIP = "Intel Xeon Gold 6338"
+
+
+def send_a_cpu_run(campaign: Campaign) -> None:
+    """What a Linux machine without a GPU sends to this Metal campaign (issue 33): its rows are
+    counted nowhere, and the pages say why."""
+    payload = demo.submission_payload(campaign, demo.CHIPS[0], demo.MODELS[2], 7)
+    payload["machine"] |= {
+        "os": "Linux",
+        "os_version": "6.1.0-28-amd64",
+        "arch": "x86_64",
+        "chip": CPU_CHIP,
+        "cpu_cores_performance": 32,
+        "cpu_cores_efficiency": 0,
+        "gpu_name": "none",
+        "gpu_cores": None,
+        "backend": "cpu",
+    }
+    del payload["machine"]["os_build"]
+    payload["llama_cpp"]["cmake_flags"] = ["-DGGML_METAL=OFF"]
+    payload["llama_cpp"]["compiler"] = "GNU 12.2.0"
+    for check in payload["correctness"]:
+        check |= {"backend": "CPU", "status": "not_run", "passed": 0, "failed": 0}
+        check["reason"] = "a CPU-only build has no second backend to compare against"
+    signer = persona("linux-box")
+    register(signed_registration(signer, "linux-box"))
+    result = ingest_submission(signed_submission(payload, signer))
+    refresh_cells_for_submission(result.id)  # as seed_demo does: no worker runs here
 
 
 def visit(browser: webdriver.Chrome, url: str, size: tuple[int, int], plots: int) -> None:
@@ -80,10 +117,11 @@ def visit(browser: webdriver.Chrome, url: str, size: tuple[int, int], plots: int
     )
     for plot in browser.find_elements(By.CSS_SELECTOR, "[data-figure]"):
         assert plot.find_elements(By.CSS_SELECTOR, "svg.main-svg"), plot.get_attribute("id")
-        # Drawn lines, not an empty frame: a scatter trace layer holds at least one path.
-        assert plot.find_elements(By.CSS_SELECTOR, "g.trace path, g.trace rect, g.points path"), plot.get_attribute(
-            "id"
-        )
+        # Drawn lines, not an empty frame: a scatter trace layer holds at least one path; a chart
+        # with nothing to draw says so inside its frame (issue 33).
+        drawn = plot.find_elements(By.CSS_SELECTOR, "g.trace path, g.trace rect, g.points path")
+        said = ["".join(n.text.split()) for n in plot.find_elements(By.CSS_SELECTOR, "g.annotation")]
+        assert drawn or said == ["".join(charts.EMPTY_MESSAGE.split())], plot.get_attribute("id")
     assert bool(browser.find_elements(By.CSS_SELECTOR, "script[src*='plotly-cartesian']")) == (plots > 0)
     errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
     assert errors == [], errors
@@ -148,6 +186,43 @@ def check_tables(browser: webdriver.Chrome, selector: str, must_fit: bool) -> No
             assert fits or hinted, headers  # out of view only with a visible affordance
 
 
+# Issue 33 at a phone's width: the ranking's machines and verdict, and a chip table's caption (also
+# once its table is scrolled to the end, where its last column must be in view), inside the screen.
+IN_VIEW = """
+function inside(el) {
+  var r = el.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && r.left >= -1 && r.right <= window.innerWidth + 1;
+}
+var row = document.querySelector('#ranking tbody tr');
+var found = {};
+if (row) {
+  found.machines = inside(row.querySelector('td.machines'));
+  found.verdict = inside(row.querySelector('td.verdict'));
+}
+var wrap = document.querySelector('table.board') && document.querySelector('table.board').closest('.table-wrap');
+if (wrap) {
+  var pin = wrap.querySelector('caption .pin');
+  found.caption = inside(pin);
+  wrap.scrollLeft = wrap.scrollWidth;
+  var cells = wrap.querySelector('thead tr').cells;
+  var last = cells[cells.length - 1].getBoundingClientRect();
+  var box = wrap.getBoundingClientRect();
+  found.caption_scrolled = inside(pin);
+  found.last_column = last.right <= box.right + 1 && last.left >= cells[0].getBoundingClientRect().right - 1;
+  wrap.scrollLeft = 0;
+}
+return found;
+"""
+
+
+def check_explained(browser: webdriver.Chrome) -> None:
+    """Issue 33: demo rows say so and the variants are explained."""
+    assert browser.find_element(By.CSS_SELECTOR, ".notice.demo").is_displayed()
+    assert [b for b in browser.find_elements(By.CSS_SELECTOR, "table .badge.demo") if b.is_displayed()]
+    notes = browser.find_element(By.CSS_SELECTOR, "dl.variant-notes")
+    assert notes.is_displayed() and "Patch 01" in notes.text
+
+
 def test_it_draws_every_page_in_headless_chromium(
     browser: webdriver.Chrome, live_server: Any, quick_start_site: Submission
 ) -> None:
@@ -155,7 +230,12 @@ def test_it_draws_every_page_in_headless_chromium(
     for size, tag in ((DESKTOP, "1400"), (PHONE, "390")):
         visit(browser, base + "/", size, plots=1)
         check_legends(browser)
-        check_tables(browser, "table.ranking", must_fit=size == DESKTOP)
+        check_tables(browser, "table.ranking", must_fit=size == DESKTOP)  # at 390 px one card per line: IN_VIEW
+        check_explained(browser)
+        assert browser.execute_script(IN_VIEW) == {"machines": True, "verdict": True}
+        check = browser.find_element(By.ID, "check-h").find_element(By.XPATH, "..")
+        assert check.find_element(By.LINK_TEXT, "snapshot").get_attribute("href").endswith("/api/v1/snapshot/")
+        assert "scripts/recompute_cells.py --server" in check.text
         screenshot(browser, f"home-{tag}")
 
         visit(browser, base + reverse("chip", args=["apple-m5-pro-20c"]), size, plots=3)
@@ -163,6 +243,9 @@ def test_it_draws_every_page_in_headless_chromium(
         check_tables(browser, "table.board", must_fit=size == DESKTOP)  # BS1 to BS16 and BS8/BS1 in view
         headers = browser.execute_script(TABLES, "table.board")[0][2]
         assert [text for text, _ in headers][1:10] == [f"BS{bs}" for bs in (1, 2, 3, 4, 5, 8, 9, 12, 16)]
+        check_explained(browser)
+        in_view = browser.execute_script(IN_VIEW)
+        assert in_view == {"caption": True, "caption_scrolled": True, "last_column": True}, in_view
         screenshot(browser, f"chip-{tag}")
 
         visit(browser, base + reverse("submission", args=[quick_start_site.pk]), size, plots=2)
@@ -173,12 +256,31 @@ def test_it_draws_every_page_in_headless_chromium(
         compare = f"{reverse('compare')}?a=apple-m1-8c&b=apple-m5-pro-20c"
         visit(browser, base + compare, size, plots=3)
         check_legends(browser)
+        if size == DESKTOP:
+            check_tables(browser, "table.compare", must_fit=True)  # both chips' columns in view
+        first, second = (Select(browser.find_element(By.ID, f"sub-{side}")) for side in "ab")
+        assert first.first_selected_option.text != second.first_selected_option.text
         screenshot(browser, f"compare-chips-{tag}")
 
         visit(browser, base + reverse("contributor", args=["demo-ada"]), size, plots=0)
         ids = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "table th[scope=row] code")]
         assert len(ids) >= 2 and len(set(ids)) == len(ids), ids  # short ids that differ
         screenshot(browser, f"contributor-{tag}")
+
+        # The CPU run on the Metal campaign: its line and its chip page say why it counts nowhere,
+        # and its empty chart says so.
+        visit(browser, base + "/?quant=q4_k_m", size, plots=1)
+        line = browser.find_element(By.XPATH, f"//table[@id='ranking']//tr[contains(., '{CPU_CHIP}')]")
+        assert "excluded: CPU backend on a Metal campaign" in line.find_element(By.CSS_SELECTOR, "td.machines").text
+        visit(browser, base + reverse("chip", args=["intel-xeon-gold-6338"]), size, plots=1)
+        caption = browser.find_element(By.CSS_SELECTOR, "table.board caption").text
+        assert "excluded: CPU backend on a Metal campaign" in caption
+        said = ["".join(a.text.split()) for a in browser.find_elements(By.CSS_SELECTOR, "g.annotation")]
+        assert said == ["".join(charts.EMPTY_MESSAGE.split())]  # its two lines, as drawn
+        box = browser.find_element(By.CSS_SELECTOR, "[data-figure]").rect
+        for text in browser.find_elements(By.CSS_SELECTOR, "g.annotation text"):
+            assert box["x"] <= text.rect["x"] and text.rect["x"] + text.rect["width"] <= box["x"] + box["width"] + 1
+        screenshot(browser, f"cpu-chip-{tag}")
 
     visit(browser, base + "/?campaign=few-row-mma", PHONE, plots=1)
     visit(browser, base + reverse("about"), PHONE, plots=0)

@@ -192,7 +192,7 @@ def test_it_sees_a_refresh_that_commits_after_a_later_one(
     m5_iq2 = Group(live_campaign.pk, M5_PRO.chip, M5_PRO.gpu_cores, iq2_sha256, "metal")
     newest = board.aggregate(newest=Max("updated_at"))["newest"]
     assert LeaderboardCell.objects.filter(**m5_iq2.filter()).aggregate(last=Max("updated_at"))["last"] < newest
-    ingest_submission(demo.submission_envelope(live_campaign, demo.DemoRun("demo-ada", M5_PRO, IQ2, 2, demo.Trouble())))
+    ingest_submission(demo.signed_demo_run(live_campaign, demo.DemoRun("demo-ada", M5_PRO, IQ2, 2, demo.Trouble())))
     before = cells_version(board)
 
     refresh_group(m5_iq2)

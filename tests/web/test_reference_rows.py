@@ -1,4 +1,4 @@
-"""load_reference_rows: the published SEEDS.md tables, idempotent, all-or-nothing on bad input."""
+"""load_reference_rows: the published docs/campaigns.md tables, idempotent, all-or-nothing on bad input."""
 
 import json
 from io import StringIO

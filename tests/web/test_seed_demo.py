@@ -3,6 +3,7 @@
 from io import StringIO
 
 import pytest
+from benchhub_agent import __version__
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -22,6 +23,8 @@ def test_it_seeds_published_rows_and_demo_submissions_through_the_ingest_once(li
     assert ReferenceRow.objects.count() == 19
     assert Submission.objects.count() == RawEnvelope.objects.count() == runs
     assert not Submission.objects.filter(is_demo=False).exists()
+    # The agent this site serves (/agent/), not a version that does not exist.
+    assert set(Submission.objects.values_list("agent_version", flat=True)) == {__version__}
     assert set(Contributor.objects.values_list("handle", flat=True)) == set(demo.HANDLES)
     assert not Contributor.objects.filter(is_demo=False).exists()
     chips = set(LeaderboardCell.objects.filter(n_machines__gt=0).values_list("chip", flat=True))
@@ -59,3 +62,19 @@ def test_it_asks_for_migrate_when_the_campaign_is_missing(db: None) -> None:
     Campaign.objects.all().delete()
     with pytest.raises(CommandError, match=r"run `manage\.py migrate` first"):
         call_command("seed_demo", stdout=StringIO())
+
+
+def test_an_older_releases_demo_rows_get_one_sentence_not_a_nonce_conflict(
+    live_campaign: Campaign, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Demo rows of another release (here another agent version) hold the same keys and nonces
+    with other bytes: the command says to start from an empty database."""
+    first = demo.DemoRun(demo.HANDLES[0], demo.CHIPS[0], demo.MODELS[0], 0, demo.Trouble())
+    monkeypatch.setattr(demo, "demo_runs", lambda: [first])
+    monkeypatch.setattr(demo, "agent_version", lambda: "0.0.1")
+    call_command("seed_demo", stdout=StringIO())
+    monkeypatch.undo()
+    monkeypatch.setattr(demo, "demo_runs", lambda: [first])
+    with pytest.raises(CommandError, match="older release") as raised:
+        call_command("seed_demo", stdout=StringIO())
+    assert "db.sqlite3" in str(raised.value)

@@ -1,0 +1,286 @@
+"""`python -m bench validity`: the error rates of the leaderboard's verdicts, by simulation with a
+known truth (issue 35). Every figure comes from stats.page_stats, the code the server and the
+recompute script run, on fixed seeds, with its Monte-Carlo error (the standard error over
+independent pages or rankings; for a count of zero, the 95% upper bound 1 - 0.05^(1/N)).
+
+`--quick` runs a tenth of the replicates (the test suite reruns it). `--write` runs both and
+writes bench/validity.txt, whose full table docs/method.md quotes; the file also holds a digest of
+stats.py and of this simulation, so tests/protocol/test_validity.py goes red when either changes
+and the file was not rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import functools
+import hashlib
+import math
+import random
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from benchhub_protocol import stats
+
+from bench import validity_world as sim
+
+OUTPUT = Path(__file__).with_name("validity.txt")
+SOURCES = (Path(stats.__file__), Path(__file__), Path(sim.__file__))
+FULL, QUICK = 1.0, 0.1
+POWER_MACHINES = (3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 30, 50)
+RANKING_MACHINES = (1, 1, 2, 2, 3, 3, 4, 5, 6, 8, 10, 12, 16, 25)  # a crowd: most chips have few machines
+RANKING_PAGES = 20
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    value: float
+    error: float
+    target: str
+    holds: bool | None
+    unit: str = "%"
+
+    def line(self) -> str:
+        if self.unit == "%":
+            value, error = f"{100 * self.value:.2f}%", f"±{100 * self.error:.2f}%"
+        elif self.unit == "points":
+            value, error = (
+                f"{self.value:+.3f}".replace("-0.000", "±0.000").replace("+0.000", "±0.000"),
+                f"±{self.error:.3f}",
+            )
+        else:  # a check with no figure of its own
+            value, error = "", ""
+        holds = {True: "yes", False: "NO", None: ""}[self.holds]
+        return f"{self.label:<66} {value:>8} {error:>8}  {self.target:<9} {holds}".rstrip()
+
+
+def pages(world: sim.World, count: int, seed: int) -> Iterator[tuple[sim.Page, stats.PageStats]]:
+    rng = random.Random(seed)
+    for _ in range(count):
+        page = sim.simulate_page(world, rng)
+        yield page, sim.judge(page)
+
+
+def error_of(mean: float, se: float, n: int) -> float:
+    """The Monte-Carlo error; where nothing was seen, the one-sided 95% upper bound instead."""
+    return 1.0 - 0.05 ** (1.0 / n) if mean == 0.0 else se
+
+
+def share(outcomes: list[float]) -> tuple[float, float]:
+    mean, se = sim.rate(outcomes)
+    return mean, error_of(mean, se, len(outcomes))
+
+
+def verdicts(found: stats.PageStats) -> list[str]:
+    return [cell.verdict for cell in found.cells.values()] + [h.verdict for h in found.headlines.values()]
+
+
+def null_rates(label: str, world: sim.World, count: int, seed: int) -> list[Figure]:
+    page_any, cell_share, within = [], [], []
+    for _, found in pages(world, count, seed):
+        found_verdicts = verdicts(found)
+        called = [v in ("faster", "slower") for v in found_verdicts]
+        page_any.append(float(any(called)))
+        cell_share.append(sum(called) / len(called))
+        within.append(sum(v == "within" for v in found_verdicts) / len(found_verdicts))
+    return [
+        Figure(f"{label}: pages, any faster/slower", *share(page_any), "≤ 5%", share(page_any)[0] <= 0.05),
+        Figure(f"{label}: cells, faster/slower", *share(cell_share), "≤ 1%", share(cell_share)[0] <= 0.01),
+        Figure(f"{label}: cells, within ±2%", *share(within), "", None),
+    ]
+
+
+def faster_share(world: sim.World, count: int, seed: int) -> tuple[float, float]:
+    outcomes = []
+    for _, found in pages(world, count, seed):
+        found_verdicts = verdicts(found)
+        outcomes.append(sum(v == "faster" for v in found_verdicts) / len(found_verdicts))
+    return share(outcomes)
+
+
+def power(scale: float) -> list[Figure]:
+    figures, previous = [], None
+    monotone = True
+    for n in POWER_MACHINES:
+        world = sim.World(n, effect=sim.constant(0.05), round_sd=0.03, machine_sd=0.01)
+        value, error = faster_share(world, max(10, round(200 * scale)), seed=3000 + n)
+        if previous is not None and value < previous[0] - 2 * math.hypot(error, previous[1]):
+            monotone = False
+        target, holds = ("≥ 80%", value >= 0.8) if n == 8 else ("", None)
+        figures.append(Figure(f"power at +5%, {n} machines (σ 3%/round, 1% machines)", value, error, target, holds))
+        previous = (value, error)
+    heavy = sim.World(8, effect=sim.constant(0.05), round_sd=0.05, machine_sd=0.01, heavy=True)
+    value, error = faster_share(heavy, max(10, round(200 * scale)), seed=3999)
+    figures.append(Figure("power at +5%, 8 machines, σ 5%/round, t3 tails", value, error, "", None))
+    figures.append(Figure("power never drops as machines are added (beyond 2 MC errors)", 1, 0, "", monotone, unit=""))
+    return figures
+
+
+def covers(low: float | None, high: float | None, truth: float) -> bool:
+    return low is not None and high is not None and low <= truth <= high
+
+
+def coverage(scale: float) -> list[Figure]:
+    figures = []
+    for n in (3, 4, 6, 8, 10, 12):
+        world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.02, skewed=True)
+        page_all, cell_share = [], []
+        for page, found in pages(world, max(20, round(1000 * scale)), seed=4000 + n):
+            hits = [covers(c.ci_low, c.ci_high, page.truth[key]) for key, c in found.cells.items()]
+            hits += [covers(h.ci_low, h.ci_high, page.headline_truth[key]) for key, h in found.headlines.items()]
+            page_all.append(float(all(hits)))
+            cell_share.append(sum(hits) / len(hits))
+        value, error = share(page_all)
+        figures.append(
+            Figure(f"coverage, all of a page at once, {n} machines, skewed 2%", value, error, "≥ 93%", value >= 0.93)
+        )
+        figures.append(Figure(f"coverage, each interval alone, {n} machines", *share(cell_share), "", None))
+    return figures
+
+
+def prediction(scale: float) -> list[Figure]:
+    figures = []
+    for skewed in (False, True):
+        for n in (3, 6, 12, 30):
+            world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.02, skewed=skewed, extra_machines=4)
+            inside = []
+            for page, found in pages(world, max(20, round(300 * scale)), seed=5000 + n + 100 * skewed):
+                hits = [
+                    covers(c.predict_low, c.predict_high, extra[key])
+                    for extra in page.extra
+                    for key, c in found.cells.items()
+                    if key in extra
+                ]
+                inside.append(sum(hits) / len(hits))
+            value, error = share(inside)
+            shape = "skewed" if skewed else "normal"
+            label = f"a new machine inside the 80% range, {n} machines, {shape} 2%"
+            figures.append(Figure(label, value, error, "80 ± 3%", abs(value - 0.8) <= max(0.03, 2 * error)))
+    return figures
+
+
+def headline_bias(scale: float) -> list[Figure]:
+    figures = []
+    for miss in (0.0, 0.15):
+        world = sim.World(12, effect=sim.varying(0.10), miss=miss)
+        errors = []
+        for page, found in pages(world, max(20, round(1000 * scale)), seed=6000 + round(100 * miss)):
+            for key, h in found.headlines.items():
+                if h.speedup is not None:
+                    errors.append(100 * (h.speedup - page.headline_truth[key]))
+        mean, se = sim.rate(errors)
+        label = f"headline bias (points), 12 machines, each misses a size w.p. {miss:.2f}"
+        figures.append(Figure(label, mean, se, "|·| ≤ 0.5", abs(mean) <= 0.5, unit="points"))
+    return figures
+
+
+def ranking(scale: float) -> list[Figure]:
+    """Rankings of RANKING_PAGES chip pages under A/A, each line one (chip, variant) headline,
+    ordered by stats.evidence_key as the leaderboard orders them."""
+    rng = random.Random(7000)
+    any_faster, top_faster = [], []
+    for _ in range(max(10, round(150 * scale))):
+        lines: list[stats.HeadlineStats] = []
+        for _ in range(RANKING_PAGES):
+            world = sim.World(rng.choice(RANKING_MACHINES), machine_sd=0.0, round_sd=rng.choice((0.02, 0.03, 0.05)))
+            lines += sim.judge(sim.simulate_page(world, rng)).headlines.values()
+        lines.sort(key=stats.evidence_key)
+        any_faster.append(float(any(line.verdict == "faster" for line in lines)))
+        top_faster.append(float(lines[0].verdict == "faster"))
+    value, error = share(any_faster)
+    label = f'A/A rankings of {RANKING_PAGES} chip pages with any line "faster"'
+    return [
+        Figure(label, value, error, "≤ 5%", value <= 0.05),
+        Figure('A/A rankings whose top line reads "faster"', *share(top_faster), "≤ 5%", share(top_faster)[0] <= 0.05),
+    ]
+
+
+def null_worlds(scale: float, first: bool) -> list[Figure]:
+    """Pages with no typical change (A/A: identical code, so machines do not differ either)."""
+    count = max(50, round(1000 * scale))
+    aa = sim.World(8, machine_sd=0.0)
+    if first:
+        figures = null_rates("A/A, 8 machines, σ 3%/round", aa, count, 1001)
+        figures += null_rates("A/A, 8 machines, σ 5%/round", replace(aa, round_sd=0.05), count, 1002)
+        return figures + null_rates("A/A, 4 machines, σ 3%/round", replace(aa, n_machines=4), count, 1003)
+    figures = null_rates("A/A, 25 machines, σ 3%/round", replace(aa, n_machines=25), count, 1004)
+    heavy = replace(aa, round_sd=0.05, heavy=True)
+    figures += null_rates("A/A, 8 machines, σ 5%/round, t3 tails", heavy, count, 1006)
+    spread = replace(aa, machine_sd=0.02, skewed=True)
+    figures += null_rates("no typical change, 8 machines, skewed 2%", spread, count, 1005)
+    small = sim.World(50, effect=sim.constant(0.005))
+    value, error = faster_share(small, max(10, round(150 * scale)), 2001)
+    figures.append(Figure("true +0.5%, 50 machines: cells faster", value, error, "≤ 5%", value <= 0.05))
+    return figures
+
+
+PARTS: tuple[Callable[[float], list[Figure]], ...] = (
+    functools.partial(null_worlds, first=True),
+    functools.partial(null_worlds, first=False),
+    power,
+    coverage,
+    prediction,
+    headline_bias,
+    ranking,
+)
+
+
+def run_part(index: int, scale: float) -> list[Figure]:
+    return PARTS[index](scale)
+
+
+def table(scale: float, jobs: int = 2) -> list[Figure]:
+    """Every figure, in PARTS order; each part seeds its own generators, so the figures are the
+    same whatever the number of processes."""
+    indices = range(len(PARTS))
+    if jobs <= 1:
+        return [figure for index in indices for figure in run_part(index, scale)]
+    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+        return [figure for part in pool.map(run_part, indices, [scale] * len(PARTS)) for figure in part]
+
+
+def render(scale: float, jobs: int = 2) -> str:
+    header = f"{'figure':<66} {'value':>8} {'MC error':>8}  {'target':<9} holds"
+    return "\n".join([header, *(figure.line() for figure in table(scale, jobs))]) + "\n"
+
+
+def digest() -> str:
+    return hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()
+
+
+def constants() -> str:
+    return (
+        f"CONFIDENCE={stats.CONFIDENCE} PREDICT_LEVEL={stats.PREDICT_LEVEL} MIN_MACHINES={stats.MIN_MACHINES} "
+        f"EFFECT_FLOOR={stats.EFFECT_FLOOR} MIN_EFFECT={sim.MIN_EFFECT}"
+    )
+
+
+def sections(text: str) -> dict[str, str]:
+    """The parts of bench/validity.txt: "digest", "full" and "quick"."""
+    found: dict[str, str] = {}
+    name = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            name = line[3:].split()[0]
+            found[name] = ""
+        elif name is not None:
+            found[name] += line
+    return found
+
+
+def run(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdout.write) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench validity", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a tenth of the replicates")
+    parser.add_argument("--write", action="store_true", help=f"run both and write {OUTPUT.name}")
+    parser.add_argument("--jobs", type=int, default=2, help="processes (the figures do not depend on it)")
+    options = parser.parse_args(argv)
+    if options.write:
+        full, quick = render(FULL, options.jobs), render(QUICK, options.jobs)
+        OUTPUT.write_text(f"## digest\n{digest()}\n{constants()}\n## full\n{full}## quick\n{quick}")
+        out(full)
+        return 0
+    out(render(QUICK if options.quick else FULL, options.jobs))
+    return 0

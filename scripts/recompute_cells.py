@@ -57,6 +57,7 @@ REASONS = (
     "run_state",
 )
 STATES = ("counted", "hidden", "held", "withdrawn")
+HELD_REASONS = ("quarantined", "model_conflict")  # the server's decisions that hold a submission
 COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
 RUN_STATE_FLAGS = ("on_battery", "low_power_mode", "thermal_pressure")
 KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "backend", "variant", "commit", "batch_size")
@@ -500,6 +501,8 @@ def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) ->
             raise BadInput(f"unexpected line kind {line.get('kind')!r} (campaigns, contributors, then submissions)")
         if line.get("state") not in STATES:
             raise BadInput(f"submission {line.get('id')}: unknown state {line.get('state')!r}")
+        if line["state"] == "held" and not set(line.get("held") or ()) & set(HELD_REASONS):
+            raise BadInput(f"submission {line.get('id')}: held without one of {', '.join(HELD_REASONS)}")
         keys = snapshot.keys.get(line["contributor"], {})
         try:
             payload = verify_envelope(line["envelope"], keys)

@@ -337,3 +337,13 @@ def test_without_pynacl_it_says_so_in_one_sentence_and_exits_4(tmp_path: Path) -
     assert "pip install pynacl" in done.stderr
     shown = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert shown.returncode == 0 and "4 PyNaCl is missing" in shown.stdout
+
+
+def test_a_held_submission_names_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = three_machines()
+    line = snap.add("dina", payload(ratio_tg(1.2)), state="held")
+    line["held"] = ["model_conflict"]
+    assert run_main(capsys, "--snapshot", str(snap.write(tmp_path)))[0] == 0
+    line["held"] = []
+    code, out = run_main(capsys, "--snapshot", str(snap.write(tmp_path)))
+    assert code == 2 and "held without one of quarantined, model_conflict" in out[-1]

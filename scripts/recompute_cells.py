@@ -4,8 +4,8 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by docs/protocol.md section 7 (as of cells version 2),
-  4. with --server, prints every cell that differs from GET /api/v1/leaderboard/?campaign=<slug>.
+  3. recomputes every cell by docs/protocol.md section 7 (cells version 3),
+  4. with --server, prints every cell field that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 
     python scripts/recompute_cells.py --server https://benchhub.example
     python scripts/recompute_cells.py --snapshot snapshot.jsonl.gz [--server URL] [--json]
@@ -32,7 +32,7 @@ import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TextIO
 
 try:
@@ -45,16 +45,49 @@ else:
 
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
 WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
-CELLS_VERSION = 2
-REASONS = ("hidden", "correctness_failed", "correctness_not_run", "degenerate_output", "run_state")
+CELLS_VERSION = 3
+# Why a row is left out of its cell: the first that applies, in this order (docs/protocol.md section 7).
+REASONS = (
+    "hidden",
+    "withdrawn",
+    "held",
+    "correctness_failed",
+    "correctness_not_run",
+    "degenerate_output",
+    "run_state",
+)
+STATES = ("counted", "hidden", "held", "withdrawn")
+HELD_REASONS = ("quarantined", "model_conflict")  # the server's decisions that hold a submission
 COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
 RUN_STATE_FLAGS = ("on_battery", "low_power_mode", "thermal_pressure")
-KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "variant", "batch_size")
-FLOAT_FIELDS = ("baseline_tg_tps", "tg_tps", "speedup", "ci_low", "ci_high")
-EXACT_FIELDS = ("model", "quant", "interval", "verdict", "n_machines", "n_submissions", "n_contributors", "excluded")
+KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "backend", "variant", "commit", "batch_size")
+FLOAT_FIELDS = (
+    "baseline_tg_tps",
+    "tg_tps",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "predict_low",
+    "predict_high",
+    "predict_level",
+    "min_effect",
+)
+EXACT_FIELDS = (
+    "model",
+    "quant",
+    "interval",
+    "verdict",
+    "n_machines",
+    "n_submissions",
+    "n_contributors",
+    "n_pending",
+    "excluded",
+    "control",
+)
 REL_TOL = 1e-9
 
-CellKey = tuple[str, str, int | None, str, str, int]  # campaign, chip, gpu_cores, model sha256, variant, batch
+# campaign, chip, gpu_cores, model sha256, backend: one page, whose verdicts are controlled together
+PageId = tuple[str, str, "int | None", str, str]
 Row = dict[str, Any]
 
 
@@ -66,7 +99,9 @@ class Unreachable(Exception):
     """The server did not answer with what was asked for (exit 3)."""
 
 
-# ---------------------------------------------------------------- statistics (pure functions)
+# ================================================================ statistics
+# This section stands alone (in: one page's included rows per (variant, commit, batch size); out:
+# each cell's numbers and each (variant, commit)'s headline): it can be replaced whole.
 # Cells version 3 (docs/method.md): the same numbers as benchhub_protocol.stats.page_stats, written
 # again here so that this script needs nothing from benchhub. Logs of each machine's value; the
 # typical machine is their geometric mean; a Student t interval Bonferroni-adjusted over every
@@ -274,41 +309,7 @@ def page_stats(
     return PageStats(out_cells, out_headlines)
 
 
-# Cells version 2, still called by cell_row below until it reads page_stats: delete with it.
-
-
-def interval_rank(n: int) -> int:
-    """The largest k <= n // 2 with 2 P(Binomial(n, 1/2) <= k-1) <= 0.05, or 0 where there is none.
-
-    Exact: 2 * sum(C(n, i), i < k) / 2**n <= 1/20  <=>  40 * sum(...) <= 2**n."""
-    best, tail = 0, 0
-    for k in range(1, n // 2 + 1):
-        tail += math.comb(n, k - 1)
-        if 40 * tail > 2**n:
-            break
-        best = k
-    return best
-
-
-def machine_interval(values: Sequence[float]) -> tuple[str | None, float | None, float | None]:
-    """("95%", x_(k), x_(n-k+1)) from 6 machines, ("range", min, max) for 2-5, (None, None, None) below."""
-    ordered, n = sorted(values), len(values)
-    if n >= 6:
-        k = interval_rank(n)
-        return "95%", float(ordered[k - 1]), float(ordered[n - k])
-    if n >= 2:
-        return "range", float(ordered[0]), float(ordered[-1])
-    return None, None, None
-
-
-def verdict(interval: str | None, low: float | None, high: float | None) -> str:
-    if interval != "95%" or low is None or high is None:
-        return "too few machines"
-    if low > 1:
-        return "faster"
-    if high < 1:
-        return "slower"
-    return "no clear change"
+# ================================================================ end of statistics
 
 
 # ---------------------------------------------------------------- envelopes (docs/protocol.md 1-2)
@@ -381,24 +382,56 @@ def verify_envelope(envelope_text: str, keys: Mapping[str, bytes], kind: str = S
     return payload
 
 
-# ---------------------------------------------------------------- the snapshot
+# ---------------------------------------------------------------- the snapshot (docs/recompute.md)
 
 
 @dataclass
 class Submission:
     id: str
     contributor: str
+    keyid: str  # the key that signed it: a machine is a key
     received_at: datetime
-    state: str  # counted | hidden | withdrawn
+    state: str  # counted | hidden | held | withdrawn
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the service reads of a campaign to judge its cells (the snapshot's `rules`)."""
+
+    min_effect: float
+    patched_backends: frozenset[str]
+    headline_sizes: tuple[int, ...]
 
 
 @dataclass
 class Snapshot:
+    generated_at: datetime
+    key_probation_s: int
     campaigns: dict[str, dict[str, Any]] = field(default_factory=dict)  # slug -> manifest
+    rules: dict[str, Rules] = field(default_factory=dict)  # slug -> rules
     keys: dict[str, dict[str, bytes]] = field(default_factory=dict)  # handle -> keyid -> public key
+    registered: dict[str, datetime] = field(default_factory=dict)  # keyid -> when it was registered
     submissions: Iterator[Submission] = field(default_factory=lambda: iter(()))  # verified as read, oldest first
     failures: list[str] = field(default_factory=list)  # what did not verify, one line each (complete once read)
+
+    def pending(self, keyid: str) -> bool:
+        """Whether the key was still on probation when the snapshot was written (docs/protocol.md section 7)."""
+        if self.key_probation_s <= 0:
+            return False
+        return self.registered[keyid] > self.generated_at - timedelta(seconds=self.key_probation_s)
+
+
+def timestamp(text: object) -> datetime:
+    if not isinstance(text, str):
+        raise BadInput(f"{text!r} is not a time")
+    try:
+        found = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"{text!r} is not an ISO 8601 time") from None
+    if found.tzinfo is None:
+        raise BadInput(f"{text!r} has no time zone")
+    return found
 
 
 def snapshot_lines(data: bytes) -> Iterator[dict[str, Any]]:
@@ -424,35 +457,67 @@ def parse_snapshot(data: bytes) -> Snapshot:
     header = next(lines, {})
     if header.get("kind") != "snapshot" or header.get("cells_version") != CELLS_VERSION:
         raise BadInput(f"the first line must be the snapshot header with cells_version {CELLS_VERSION}")
-    snapshot = Snapshot()
+    probation = header.get("key_probation_s")
+    if not isinstance(probation, int) or isinstance(probation, bool):
+        raise BadInput("the snapshot header has no integer key_probation_s")
+    snapshot = Snapshot(timestamp(header.get("generated_at")), probation)
     for line in lines:
         if line.get("kind") == "campaign":
-            snapshot.campaigns[line["manifest"]["slug"]] = line["manifest"]
+            slug = line["manifest"]["slug"]
+            snapshot.campaigns[slug] = line["manifest"]
+            snapshot.rules[slug] = campaign_rules(line["rules"])
         elif line.get("kind") == "contributor":
-            snapshot.keys[line["handle"]] = contributor_keys(line, snapshot.failures)
+            snapshot.keys[line["handle"]] = contributor_keys(line, snapshot)
         else:
             snapshot.submissions = verified_submissions(itertools.chain([line], lines), snapshot)
             break
     return snapshot
 
 
+def campaign_rules(rules: Mapping[str, Any]) -> Rules:
+    return Rules(
+        float(rules["min_effect"]), frozenset(rules["patched_backends"]), tuple(int(s) for s in rules["headline_sizes"])
+    )
+
+
+def contributor_keys(line: Mapping[str, Any], snapshot: Snapshot) -> dict[str, bytes]:
+    """keyid -> public key, keeping only keys whose keyid is the SHA-256 of the key."""
+    keys = {}
+    for entry in line["keys"]:
+        public_key = strict_b64(entry["public_key"])
+        if len(public_key) != 32 or keyid_of(public_key) != entry["keyid"]:
+            snapshot.failures.append(
+                f"contributor {line['handle']}: keyid {entry['keyid'][:16]}... is not its key's SHA-256"
+            )
+            continue
+        keys[entry["keyid"]] = public_key
+        snapshot.registered[entry["keyid"]] = timestamp(entry["registered_at"])
+    return keys
+
+
 def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) -> Iterator[Submission]:
     for line in lines:
         if line.get("kind") != "submission":
             raise BadInput(f"unexpected line kind {line.get('kind')!r} (campaigns, contributors, then submissions)")
+        if line.get("state") not in STATES:
+            raise BadInput(f"submission {line.get('id')}: unknown state {line.get('state')!r}")
+        if line["state"] == "held" and not set(line.get("held") or ()) & set(HELD_REASONS):
+            raise BadInput(f"submission {line.get('id')}: held without one of {', '.join(HELD_REASONS)}")
+        keys = snapshot.keys.get(line["contributor"], {})
         try:
-            payload = verify_envelope(line["envelope"], snapshot.keys.get(line["contributor"], {}))
+            payload = verify_envelope(line["envelope"], keys)
+            signers = [s["keyid"] for s in json.loads(line["envelope"])["signatures"] if s.get("keyid") in keys]
+            if len(signers) != 1:
+                raise BadInput("a submission is signed by exactly one key of its contributor")
             if payload.get("campaign") not in snapshot.campaigns:
                 raise BadInput(f"its campaign {payload.get('campaign')!r} is not in the snapshot")
-            if line["state"] == "withdrawn":
-                verify_withdrawal(line, snapshot.keys.get(line["contributor"], {}))
+            if line.get("withdrawal") is not None or line["state"] == "withdrawn":
+                verify_withdrawal(line, keys)
         except BadInput as exc:
             snapshot.failures.append(f"submission {line.get('id')} by {line.get('contributor')}: {exc}")
             continue
-        if line["state"] not in ("counted", "hidden", "withdrawn"):
-            raise BadInput(f"submission {line['id']}: unknown state {line['state']!r}")
-        received = datetime.fromisoformat(line["received_at"].replace("Z", "+00:00"))
-        yield Submission(line["id"], line["contributor"], received, line["state"], payload)
+        received = timestamp(line["received_at"])
+        yield Submission(line["id"], line["contributor"], signers[0], received, line["state"], payload)
 
 
 def verify_withdrawal(line: Mapping[str, Any], keys: Mapping[str, bytes]) -> None:
@@ -465,19 +530,7 @@ def verify_withdrawal(line: Mapping[str, Any], keys: Mapping[str, bytes]) -> Non
         raise BadInput("its withdrawal names another submission")
 
 
-def contributor_keys(line: Mapping[str, Any], failures: list[str]) -> dict[str, bytes]:
-    """keyid -> public key, keeping only keys whose keyid is the SHA-256 of the key."""
-    keys = {}
-    for entry in line["keys"]:
-        public_key = strict_b64(entry["public_key"])
-        if len(public_key) != 32 or keyid_of(public_key) != entry["keyid"]:
-            failures.append(f"contributor {line['handle']}: keyid {entry['keyid'][:16]}... is not its key's SHA-256")
-            continue
-        keys[entry["keyid"]] = public_key
-    return keys
-
-
-# ---------------------------------------------------------------- per submission (cells-v2 rules)
+# ---------------------------------------------------------------- per submission (cells-v3 rules)
 
 
 def sweep_differs(sweep: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -497,30 +550,24 @@ def too_few_rounds(payload: Mapping[str, Any]) -> bool:
     return len({run["rep"] for run in payload["sweep"]["runs"]}) < 2
 
 
-def nonstandard(submission: Submission, manifest: Mapping[str, Any]) -> bool:
-    """Left out of every cell and counted nowhere, not even in `excluded`."""
-    payload = submission.payload
-    return (
-        submission.state == "withdrawn"
-        or sweep_differs(payload["sweep"], manifest["sweep"])
-        or env_differs(payload, manifest)
-        or too_few_rounds(payload)
-    )
+def nonstandard(payload: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    """Measured something else than its campaign asks: left out of every cell, counted nowhere."""
+    sweep = payload["sweep"]
+    return sweep_differs(sweep, manifest["sweep"]) or env_differs(payload, manifest) or too_few_rounds(payload)
 
 
 def paired_rows(payload: Mapping[str, Any], baseline: str) -> dict[tuple[str, int], tuple[float, float]]:
     """(variant, batch size) -> (ratio, baseline tg_tps), each the median over paired rounds; a row
-    exists only with at least two paired rounds."""
+    counts only with at least two paired rounds (with fewer it is nonstandard: counted nowhere)."""
     rounds: dict[int, dict[tuple[str, int], float]] = defaultdict(dict)  # rep -> (variant, batch) -> tg_tps
     for run in payload["sweep"]["runs"]:  # a run that exited non-zero still gives the rows it has
         for row in run["rows"]:
-            if row["tg_tps"] > 0:
-                rounds[run["rep"]][run["variant"], row["batch_size"]] = row["tg_tps"]
+            rounds[run["rep"]][run["variant"], row["batch_size"]] = row["tg_tps"]
     paired: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
     for measured in rounds.values():
         for (variant, batch), tg in measured.items():
             base = measured.get((baseline, batch))
-            if base is not None:
+            if base is not None and tg > 0 and base > 0:
                 paired[variant, batch].append((tg / base, base))
     return {
         key: (median([ratio for ratio, _ in pairs]), median([base for _, base in pairs]))
@@ -531,10 +578,10 @@ def paired_rows(payload: Mapping[str, Any], baseline: str) -> dict[tuple[str, in
 
 def exclusion(submission: Submission, variant: str, baseline: str) -> str | None:
     """The first reason that applies to the row (submission, variant, *), or None when it counts."""
+    if submission.state in ("hidden", "withdrawn", "held"):
+        return submission.state
     payload = submission.payload
     statuses = [entry["status"] for entry in payload["correctness"] if entry["variant"] == variant]
-    if submission.state == "hidden":
-        return "hidden"
     if "fail" in statuses:
         return "correctness_failed"
     if "pass" not in statuses:
@@ -566,72 +613,102 @@ def run_state(payload: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------- per cell
 
 
+Named = tuple[datetime, str, str, str]  # received_at, submission id, model (label or file name), quant
+
+
 @dataclass
-class Cell:
-    received_at: datetime  # of the earliest submission with a row in the cell, which names its model
-    model: str
-    quant: str
-    values: dict[tuple[str, str, int | None, int], list[tuple[float, float]]] = field(default_factory=dict)
+class Tally:
+    """What one cell gathers: the included rows, the excluded counts, the keys still pending, and
+    the submissions that name the model: the earliest one it counts, else the earliest with a row."""
+
+    first: Named
+    first_counted: Named | None = None
+    rows: list[Measured] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    pending: set[str] = field(default_factory=set)
+
+    @property
+    def named_by(self) -> Named:
+        return self.first_counted or self.first
 
 
 def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
     """Campaign slug -> its leaderboard rows, in the API's row shape; reads the submissions once."""
-    cells: dict[CellKey, Cell] = {}
+    pages: dict[PageId, dict[PageKey, Tally]] = defaultdict(dict)
     for submission in snapshot.submissions:
-        manifest = snapshot.campaigns[submission.payload["campaign"]]
-        if nonstandard(submission, manifest):
+        payload = submission.payload
+        manifest = snapshot.campaigns[payload["campaign"]]
+        if nonstandard(payload, manifest):
             continue
-        payload, baseline = submission.payload, manifest["baseline"]
-        machine, model = payload["machine"], payload["model"]
-        unit = (submission.contributor, machine["chip"], machine["gpu_cores"], machine["memory_bytes"])
-        names = submission.received_at, model.get("label") or model["file_name"], model["file_type"]
-        reasons = {variant["name"]: exclusion(submission, variant["name"], baseline) for variant in payload["variants"]}
+        baseline, machine, model = manifest["baseline"], payload["machine"], payload["model"]
+        page = pages[manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], machine["backend"]]
+        commits = {variant["name"]: variant["commit"] for variant in payload["variants"]}
+        reasons = {name: exclusion(submission, name, baseline) for name in commits}
+        named: Named = (
+            submission.received_at,
+            submission.id,
+            model.get("label") or model["file_name"],
+            model["file_type"],
+        )
+        pending = snapshot.pending(submission.keyid)
         for (variant, batch), (ratio, base) in paired_rows(payload, baseline).items():
-            key = (manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], variant, batch)
-            cell = cells.get(key)
-            if cell is None:
-                cell = cells[key] = Cell(*names)
-            elif names[0] < cell.received_at:  # a file out of order: the earliest still names the model
-                cell.received_at, cell.model, cell.quant = names
+            tally = page.setdefault((variant, commits[variant], batch), Tally(named))
+            tally.first = min(tally.first, named)  # a file out of order: the earliest still names the model
             reason = reasons[variant]
             if reason:
-                cell.excluded[reason] += 1
+                tally.excluded[reason] += 1
+            elif pending:
+                tally.pending.add(submission.keyid)
             else:
-                cell.values.setdefault(unit, []).append((ratio, base))
+                tally.rows.append(Measured(submission.keyid, submission.contributor, ratio, base))
+                tally.first_counted = min(tally.first_counted or named, named)
     boards: dict[str, list[Row]] = {slug: [] for slug in snapshot.campaigns}
-    for key in sorted(cells, key=lambda k: (k[0], k[1], k[2] if k[2] is not None else -1, k[3], k[5], k[4])):
-        boards[key[0]].append(cell_row(key, cells[key]))
+    for page_id in sorted(pages, key=lambda p: (p[0], p[1], -1 if p[2] is None else p[2], p[3], p[4])):
+        boards[page_id[0]] += page_rows(page_id, pages[page_id], snapshot.rules[page_id[0]])
     return boards
 
 
-def cell_row(key: CellKey, cell: Cell) -> Row:
-    _, chip, gpu_cores, sha256, variant, batch = key
-    machine_values = [median([r for r, _ in rows]) for rows in cell.values.values()]
-    machine_baselines = [median([b for _, b in rows]) for rows in cell.values.values()]
-    speedup = median(machine_values) if machine_values else None
-    baseline_tg = median(machine_baselines) if machine_baselines else None
-    interval, low, high = machine_interval(machine_values)
-    return {
-        "chip": chip,
-        "gpu_cores": gpu_cores,
-        "model": cell.model,
-        "model_sha256": sha256,
-        "quant": cell.quant,
-        "variant": variant,
-        "batch_size": batch,
-        "baseline_tg_tps": baseline_tg,
-        "tg_tps": baseline_tg * speedup if baseline_tg is not None and speedup is not None else None,
-        "speedup": speedup,
-        "interval": interval,
-        "ci_low": low,
-        "ci_high": high,
-        "verdict": verdict(interval, low, high),
-        "n_machines": len(cell.values),
-        "n_submissions": sum(len(rows) for rows in cell.values.values()),
-        "n_contributors": len({handle for handle, *_ in cell.values}),
-        "excluded": dict(cell.excluded),
-    }
+def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules) -> list[Row]:
+    _, chip, gpu_cores, sha256, backend = page_id
+    found = page_stats(
+        {key: tally.rows for key, tally in tallies.items()},
+        headline_sizes=rules.headline_sizes,
+        min_effect=rules.min_effect,
+    )
+    rows = []
+    for (variant, commit, batch), tally in sorted(tallies.items(), key=lambda item: (item[0][2], item[0])):
+        numbers = found.cells[variant, commit, batch]
+        rows.append(
+            {
+                "chip": chip,
+                "gpu_cores": gpu_cores,
+                "model": tally.named_by[2],
+                "model_sha256": sha256,
+                "quant": tally.named_by[3],
+                "variant": variant,
+                "commit": commit,
+                "batch_size": batch,
+                "baseline_tg_tps": numbers.baseline_tg_tps,
+                "tg_tps": numbers.tg_tps,
+                "speedup": numbers.speedup,
+                "interval": numbers.interval,
+                "ci_low": numbers.ci_low,
+                "ci_high": numbers.ci_high,
+                "predict_low": numbers.predict_low,
+                "predict_high": numbers.predict_high,
+                "predict_level": numbers.predict_level,
+                "verdict": numbers.verdict,
+                "min_effect": rules.min_effect,
+                "n_machines": numbers.n_machines,
+                "n_submissions": numbers.n_submissions,
+                "n_contributors": numbers.n_contributors,
+                "n_pending": len(tally.pending),
+                "excluded": dict(tally.excluded),
+                "backend": backend,
+                "control": backend not in rules.patched_backends,
+            }
+        )
+    return rows
 
 
 # ---------------------------------------------------------------- comparison with the live API
@@ -642,7 +719,7 @@ def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def same(field_name: str, ours: Any, theirs: Any) -> bool:
-    """Numbers within a relative 1e-9; strings, integers, null and the excluded counts exactly."""
+    """Numbers within a relative 1e-9; strings, integers, booleans, null and the excluded counts exactly."""
     numbers = all(isinstance(value, int | float) and not isinstance(value, bool) for value in (ours, theirs))
     if field_name in FLOAT_FIELDS and numbers:
         return math.isclose(ours, theirs, rel_tol=REL_TOL)
@@ -655,7 +732,11 @@ def compare(slug: str, ours: Sequence[Row], theirs: Sequence[Row]) -> tuple[int,
     copies = Counter(row_key(r) for r in theirs)
     lines, differing = [], 0
     for key in sorted(mine.keys() | live.keys(), key=lambda k: json.dumps(k)):
-        where = f"{slug} chip={key[0]!r} gpu_cores={key[1]} model={str(key[2])[:12]} variant={key[3]} b={key[4]}"
+        chip, gpu_cores, sha256, backend, variant, commit, batch = key
+        where = (
+            f"{slug} chip={chip!r} gpu_cores={gpu_cores} model={str(sha256)[:12]} backend={backend} "
+            f"variant={variant}@{str(commit)[:12]} b={batch}"
+        )
         if copies[key] > 1:
             found = [f"{where}: {copies[key]} rows on the live API"]
         elif key not in live:

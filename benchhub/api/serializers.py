@@ -201,7 +201,7 @@ class ExcludedSerializer(serializers.Serializer[Any]):
     run_state = serializers.IntegerField(help_text="on battery, low power mode or thermal pressure")
 
 
-# What each row field is (PROTOCOL.md 5.1, version 3): the OpenAPI document says it beside the field.
+# What each row field is (docs/protocol.md section 7, cells version 3): the OpenAPI document says it beside the field.
 ROW_HELP = {
     "chip": "the chip as the machines report it",
     "gpu_cores": "GPU core count; null off Apple GPUs",

@@ -1,5 +1,5 @@
 """Snapshots built in the test: signed envelopes, written as gzipped JSON lines in the format of
-/api/v1/snapshot/ (cells v2), and the standalone script loaded from its file."""
+/api/v1/snapshot/ (cells v3), and the standalone script loaded from its file."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "recompute_cells.py"
 SLUG = "mv-ext-iquants"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+GENERATED = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 
 
 def load_script() -> ModuleType:
@@ -106,12 +107,28 @@ class SnapshotBuilder:
     def __init__(self) -> None:
         self.manifests = [manifest()]
         self.handles: list[str] = []
+        self.keys: dict[str, list[str]] = {}  # handle -> persona names of its other machines' keys
         self.lines: list[dict[str, Any]] = []
+        self.probation_s = 0
+        self.registered: dict[str, datetime] = {}  # persona name -> registration time (default: START - 1 day)
+        self.rules = {
+            "min_effect": 0.02,
+            "plausible_ratio": [0.3333, 3.0],
+            "patched_backends": ["metal"],
+            "headline_sizes": [2, 3, 4, 5, 8],
+        }
 
-    def add(self, handle: str, body: Mapping[str, Any], state: str = "counted", reason: str = "") -> dict[str, Any]:
+    def add(
+        self, handle: str, body: Mapping[str, Any], state: str = "counted", reason: str = "", key: str | None = None
+    ) -> dict[str, Any]:
+        """`key` names another machine of the handle (its own key); by default the handle's first key."""
         if handle not in self.handles:
             self.handles.append(handle)
-        text = signed_submission(body, persona(handle)).decode("utf-8")
+        signer = persona(key or handle)
+        self.keys.setdefault(handle, [])
+        if key and key not in self.keys[handle]:
+            self.keys[handle].append(key)
+        text = signed_submission(body, signer).decode("utf-8")
         received = START + timedelta(seconds=len(self.lines))
         line_id = f"00000000-0000-4000-8000-{len(self.lines):012d}"
         line = {
@@ -121,9 +138,10 @@ class SnapshotBuilder:
             "contributor": handle,
             "envelope": text,
             "state": state,
+            "held": ["quarantined"] if state == "held" else [],
             "reason": reason,
             "withdrawn_at": received.isoformat() if state == "withdrawn" else None,
-            "withdrawal": withdrawal(line_id, persona(handle)) if state == "withdrawn" else None,
+            "withdrawal": withdrawal(line_id, signer) if state == "withdrawn" else None,
         }
         self.lines.append(line)
         return line
@@ -133,14 +151,26 @@ class SnapshotBuilder:
             {
                 "kind": "contributor",
                 "handle": handle,
-                "keys": [{"keyid": persona(handle).keyid, "public_key": persona(handle).public_key_b64}],
+                "keys": [
+                    {
+                        "keyid": persona(name).keyid,
+                        "public_key": persona(name).public_key_b64,
+                        "registered_at": self.registered.get(name, START - timedelta(days=1)).isoformat(),
+                    }
+                    for name in [handle, *self.keys.get(handle, [])]
+                ],
             }
             for handle in self.handles
         ]
 
     def data(self) -> bytes:
-        header = {"kind": "snapshot", "generated_at": "2026-12-03T10:00:00Z", "cells_version": 2}
-        campaigns = [{"kind": "campaign", "manifest": m} for m in self.manifests]
+        header = {
+            "kind": "snapshot",
+            "generated_at": GENERATED.isoformat(),
+            "cells_version": 3,
+            "key_probation_s": self.probation_s,
+        }
+        campaigns = [{"kind": "campaign", "manifest": m, "rules": self.rules} for m in self.manifests]
         lines = [header, *campaigns, *self.contributor_lines(), *self.lines]
         return gzip.compress("".join(json.dumps(line) + "\n" for line in lines).encode("utf-8"))
 

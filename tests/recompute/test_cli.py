@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from benchhub.api.serializers import LeaderboardRowSerializer
 from tests.conftest import persona
 from tests.recompute.builder import (
     SCRIPT,
@@ -93,10 +94,9 @@ def test_json_prints_every_cell_in_the_api_row_shape(tmp_path: Path, capsys: pyt
     out, err = capsys.readouterr()
     (board,) = json.loads(out)
     assert (board["campaign"], board["baseline"]) == (SLUG, "upstream")
-    fields = ["chip", "gpu_cores", "model", "model_sha256", "quant", "variant", "batch_size", "baseline_tg_tps"]
-    fields += ["tg_tps", "speedup", "interval", "ci_low", "ci_high", "verdict", "n_machines", "n_submissions"]
-    fields += ["n_contributors", "excluded"]
-    assert all(list(row) == fields for row in board["rows"])
+    # Every row field the API serves (docs/protocol.md section 7, plus backend and control), no other.
+    fields = set(LeaderboardRowSerializer.Meta.fields)
+    assert all(set(row) == fields for row in board["rows"])
     assert [(row["variant"], row["batch_size"], row["n_machines"]) for row in board["rows"]] == [
         ("01", 1, 2),
         ("upstream", 1, 2),
@@ -186,7 +186,7 @@ def test_one_changed_number_is_reported(live: FakeServer, tmp_path: Path, capsys
     path = snap.write(tmp_path)
     for argv in (["--server", live.url], ["--snapshot", str(path), "--server", live.url]):
         code, out = run_main(capsys, *argv)
-        where = f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb variant=01 b=1"
+        where = f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=1"
         assert (code, out) == (
             1,
             [
@@ -209,11 +209,12 @@ def test_missing_extra_and_exact_fields_are_reported(live: FakeServer, capsys: p
     assert code == 1
     assert out[-1] == "5 cells, 4 differ"
     text = "\n".join(out)
-    assert f"variant=upstream b={gone['batch_size']}: missing from the live API" in text
-    assert "variant=01 b=16: on the live API but not recomputed" in text
-    assert 'variant=upstream b=1: interval recomputed "range" live "95%"' in text
-    assert "variant=upstream b=1: excluded recomputed" in text
-    assert 'variant=01 b=4: n_contributors recomputed 1 live "<absent>"' in text
+    at = "@0c1e57098bba"
+    assert f"variant=upstream{at} b={gone['batch_size']}: missing from the live API" in text
+    assert f"variant=01{at} b=16: on the live API but not recomputed" in text
+    assert f'variant=upstream{at} b=1: interval recomputed null live "95%"' in text
+    assert f"variant=upstream{at} b=1: excluded recomputed" in text
+    assert f'variant=01{at} b=4: n_contributors recomputed 1 live "<absent>"' in text
     assert len(out) == 6
 
 
@@ -241,8 +242,9 @@ def test_duplicate_rows_and_other_campaigns_are_compared_too(
     code, out = run_main(capsys, "--server", live.url)
     assert code == 1
     assert out == [
-        f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb variant=01 b=4: 2 rows on the live API",
-        "few-row-mma chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb variant=01 b=1: "
+        f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=4: "
+        "2 rows on the live API",
+        "few-row-mma chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=1: "
         "on the live API but not recomputed",
         "5 cells, 2 differ",
     ]
@@ -335,3 +337,13 @@ def test_without_pynacl_it_says_so_in_one_sentence_and_exits_4(tmp_path: Path) -
     assert "pip install pynacl" in done.stderr
     shown = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert shown.returncode == 0 and "4 PyNaCl is missing" in shown.stdout
+
+
+def test_a_held_submission_names_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = three_machines()
+    line = snap.add("dina", payload(ratio_tg(1.2)), state="held")
+    line["held"] = ["model_conflict"]
+    assert run_main(capsys, "--snapshot", str(snap.write(tmp_path)))[0] == 0
+    line["held"] = []
+    code, out = run_main(capsys, "--snapshot", str(snap.write(tmp_path)))
+    assert code == 2 and "held without one of quarantined, model_conflict" in out[-1]

@@ -1,17 +1,28 @@
 """The standalone recompute (scripts/recompute_cells.py) against hand-computed cells: every rule of
-cells v2 (docs/protocol.md section 7, settled by the lead's cells-v2 page), without a server."""
+cells v3 (docs/protocol.md section 7), without a server; its statistics against the service's own."""
 
 from __future__ import annotations
 
 import ast
-import math
 import random
 import sys
+from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from benchhub_protocol import stats
 
-from tests.recompute.builder import SCRIPT, VEC_ENV, SnapshotBuilder, excluded, load_script, payload, ratio_tg
+from tests.recompute.builder import (
+    GENERATED,
+    SCRIPT,
+    VEC_ENV,
+    SnapshotBuilder,
+    excluded,
+    load_script,
+    payload,
+    ratio_tg,
+)
 
 rc = load_script()
 
@@ -25,95 +36,114 @@ def test_the_script_imports_only_the_standard_library_and_pynacl() -> None:
     assert roots - set(sys.stdlib_module_names) == {"nacl"}
 
 
-# ------------------------------------------------------------------ statistics
+# ------------------------------------------------------------------ statistics: the service's, written again
 
 
-def brute_force_rank(n: int) -> int:
-    """k straight from the definition, with exact fractions of 2**n."""
-    ks = [k for k in range(1, n // 2 + 1) if 2 * sum(math.comb(n, i) for i in range(k)) / 2**n <= 0.05]
-    return max(ks, default=0)
+def random_page(rng: random.Random) -> dict[tuple[str, str, int], list[Any]]:
+    page: dict[tuple[str, str, int], list[Any]] = {}
+    for variant, commit in (("upstream", "a"), ("01", "a"), ("01", "b")):
+        for batch in (1, 2, 4, 8):
+            effect = 1.0 if variant == "upstream" else rng.choice([0.97, 1.0, 1.01, 1.1])
+            page[variant, commit, batch] = [
+                (
+                    f"key{rng.randrange(8)}",
+                    f"handle{rng.randrange(4)}",
+                    effect * rng.lognormvariate(0, 0.02),
+                    rng.uniform(50, 150),
+                )
+                for _ in range(rng.choice([0, 1, 2, 3, 5, 12]))
+            ]
+    return page
 
 
-@pytest.mark.parametrize(("n", "k"), [(1, 0), (2, 0), (5, 0), (6, 1), (7, 1), (8, 1), (9, 2), (10, 2), (20, 6)])
-def test_interval_rank_by_hand(n: int, k: int) -> None:
-    # n=6: 2*C(6,0)/64 = 0.031 <= 0.05, 2*(1+6)/64 = 0.22 > 0.05 -> k=1.
-    # n=9: 2*(1+9)/512 = 0.039 <= 0.05, 2*(1+9+36)/512 = 0.18 > 0.05 -> k=2.
-    # n=20: 2*(1+20+190+1140+4845+15504)/2**20 = 0.041, adding C(20,6)=38760 gives 0.115 -> k=6.
-    assert rc.interval_rank(n) == k
+def test_page_stats_gives_the_services_numbers_field_for_field() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        page = random_page(rng)
+        sizes, min_effect = rng.choice([[2, 4, 8], [2], []]), rng.choice([0.02, 0.005])
+        ours = rc.page_stats(
+            {k: [rc.Measured(*r) for r in v] for k, v in page.items()}, headline_sizes=sizes, min_effect=min_effect
+        )
+        theirs = stats.page_stats(
+            {k: [stats.Row(*r) for r in v] for k, v in page.items()}, headline_sizes=sizes, min_effect=min_effect
+        )
+        assert ours.cells.keys() == theirs.cells.keys() and ours.headlines.keys() == theirs.headlines.keys()
+        for mine, live in [
+            *zip(ours.cells.values(), theirs.cells.values(), strict=True),
+            *zip(ours.headlines.values(), theirs.headlines.values(), strict=True),
+        ]:
+            for name, value in asdict(live).items():
+                assert rc.same("speedup" if isinstance(value, float) else name, getattr(mine, name), value), name
 
 
-def test_interval_rank_matches_the_definition_up_to_300() -> None:
-    assert [rc.interval_rank(n) for n in range(1, 301)] == [brute_force_rank(n) for n in range(1, 301)]
+# ------------------------------------------------------------------ a machine is a key
 
 
-def test_median_of_an_even_count_is_the_mean_of_the_middle_two() -> None:
-    assert rc.median([4.0, 1.0, 3.0, 2.0]) == 2.5
-    assert rc.median([3.0, 1.0, 2.0]) == 2.0
-
-
-@pytest.mark.parametrize(
-    ("interval", "low", "high", "expected"),
-    [
-        ("95%", 1.01, 1.5, "faster"),
-        ("95%", 0.5, 0.99, "slower"),
-        ("95%", 0.9, 1.1, "no clear change"),
-        ("95%", 1.0, 1.2, "no clear change"),  # holds 1 at its edge
-        ("95%", 0.8, 1.0, "no clear change"),
-        ("range", 1.2, 1.5, "too few machines"),
-        (None, None, None, "too few machines"),
-    ],
-)
-def test_verdict(interval: str | None, low: float | None, high: float | None, expected: str) -> None:
-    assert rc.verdict(interval, low, high) == expected
-
-
-# ------------------------------------------------------------------ the machine is the unit
-
-
-def test_five_submissions_of_one_machine_count_once() -> None:
+def test_a_machine_is_a_key_whatever_hardware_it_claims() -> None:
     snap = SnapshotBuilder()
-    for _ in range(5):
-        snap.add("ada", payload(ratio_tg(2.0, base=100)))
-    snap.add("bob", payload(ratio_tg(1.1, base=50)))
-    snap.add("cole", payload(ratio_tg(1.2, base=80)))
-    cell = snap.cell("01", 1)
-    # machine values 2.0, 1.1, 1.2 -> 1.2 (over submissions it would be 2.0); baselines 100, 50, 80 -> 80.
-    assert cell["speedup"] == pytest.approx(1.2, rel=1e-12)
-    assert cell["baseline_tg_tps"] == 80
-    assert cell["tg_tps"] == pytest.approx(96, rel=1e-12)
-    assert (cell["interval"], cell["ci_low"], cell["ci_high"]) == ("range", pytest.approx(1.1), pytest.approx(2.0))
-    assert (cell["n_machines"], cell["n_submissions"], cell["n_contributors"]) == (3, 7, 3)
-    assert cell["verdict"] == "too few machines"
-    assert cell["excluded"] == excluded()
-    baseline = snap.cell("upstream", 1)
-    assert (baseline["speedup"], baseline["tg_tps"], baseline["n_machines"]) == (1.0, 80, 3)
-
-
-def test_a_machine_is_contributor_chip_gpu_cores_and_memory() -> None:
-    snap = SnapshotBuilder()
-    snap.add("ada", payload(ratio_tg(1.0)))
-    snap.add("ada", payload(ratio_tg(1.4)))  # same machine: its value is the median 1.2
-    snap.add("ada", payload(ratio_tg(2.0), memory=2**36))  # another machine of ada's
-    snap.add("bob", payload(ratio_tg(1.1)))
+    snap.add("ada", payload(ratio_tg(1.0, base=100)))
+    snap.add("ada", payload(ratio_tg(1.4, base=120), memory=2**36))  # same key, other memory: same machine
+    snap.add("ada", payload(ratio_tg(2.0, base=50)), key="ada-machine-1")  # ada's second machine
+    snap.add("bob", payload(ratio_tg(1.1, base=80)))
     cell = snap.cell()
-    # machine values 1.2, 2.0, 1.1 -> 1.2
-    assert cell["speedup"] == pytest.approx(1.2)
+    # machine values: median(1.0, 1.4) = 1.2, 2.0, 1.1; baselines 110, 50, 80 (geometric means over machines)
+    assert cell["speedup"] == pytest.approx((1.2 * 2.0 * 1.1) ** (1 / 3), rel=1e-12)
+    assert cell["baseline_tg_tps"] == pytest.approx((110 * 50 * 80) ** (1 / 3), rel=1e-12)
+    assert cell["tg_tps"] == pytest.approx(cell["baseline_tg_tps"] * cell["speedup"], rel=1e-12)
     assert (cell["n_machines"], cell["n_submissions"], cell["n_contributors"]) == (3, 4, 2)
-    two = SnapshotBuilder()
-    two.add("ada", payload(ratio_tg(1.0)))
-    two.add("bob", payload(ratio_tg(1.5)))
-    assert two.cell()["speedup"] == pytest.approx(1.25)  # an even count of machines: the mean of the middle two
+    assert cell["interval"] == "95%, page-wise" and cell["predict_level"] == 0.8
+    assert cell["ci_low"] < cell["speedup"] < cell["ci_high"]
+    assert cell["predict_low"] < cell["speedup"] < cell["predict_high"]
 
 
-def test_chip_gpu_cores_and_model_file_are_separate_cells() -> None:
+def test_chip_gpu_cores_model_file_backend_and_commit_are_separate_cells() -> None:
     snap = SnapshotBuilder()
     snap.add("ada", payload(ratio_tg(1.1)))
     snap.add("bob", payload(ratio_tg(1.3), machine={"gpu_cores": 16}))
-    snap.add("cole", payload(ratio_tg(1.5), model={"sha256": "e" * 64}))  # same quant, another file
+    snap.add("cole", payload(ratio_tg(1.5), model={"sha256": "e" * 64}))  # same quant and label, another file
+    snap.add("dina", payload(ratio_tg(1.7), machine={"backend": "cpu"}))
+    other_commit = payload(ratio_tg(1.9))
+    other_commit["variants"][1]["commit"] = "9" * 40
+    snap.add("eve", other_commit)
     rows = [row for row in snap.boards()["mv-ext-iquants"] if row["variant"] == "01"]
-    found = {(row["gpu_cores"], row["model_sha256"][:1]): row["speedup"] for row in rows}
-    assert found == {(20, "b"): pytest.approx(1.1), (16, "b"): pytest.approx(1.3), (20, "e"): pytest.approx(1.5)}
-    assert {row["quant"] for row in rows} == {"IQ2_XXS"}
+    found = {
+        (row["gpu_cores"], row["model_sha256"][0], row["backend"], row["commit"][0]): row["speedup"] for row in rows
+    }
+    assert found == {
+        (20, "b", "metal", "0"): pytest.approx(1.1),
+        (16, "b", "metal", "0"): pytest.approx(1.3),
+        (20, "e", "metal", "0"): pytest.approx(1.5),
+        (20, "b", "cpu", "0"): pytest.approx(1.7),
+        (20, "b", "metal", "9"): pytest.approx(1.9),
+    }
+    assert {(row["model"], row["quant"]) for row in rows} == {("Qwen3-1.7B UD-IQ2_XXS", "IQ2_XXS")}
+
+
+def test_a_backend_the_patches_do_not_touch_is_a_control_and_min_effect_is_the_campaigns() -> None:
+    snap = SnapshotBuilder()
+    snap.rules = {**snap.rules, "min_effect": 0.05}
+    snap.add("ada", payload(ratio_tg(1.1)))
+    snap.add("bob", payload(ratio_tg(1.1), machine={"backend": "cuda", "gpu_cores": None}))
+    controls = {row["backend"]: row["control"] for row in snap.boards()["mv-ext-iquants"]}
+    assert controls == {"metal": False, "cuda": True}
+    assert {row["min_effect"] for row in snap.boards()["mv-ext-iquants"]} == {0.05}
+
+
+def test_a_key_on_probation_is_pending_not_counted() -> None:
+    snap = SnapshotBuilder()
+    snap.probation_s = 3600
+    snap.add("ada", payload(ratio_tg(1.2)))
+    snap.add("bob", payload(ratio_tg(1.3)))
+    snap.add("bob", payload(ratio_tg(1.4)))
+    snap.add("cole", payload(ratio_tg(1.5), correctness={"01": "fail"}))  # a reason comes before probation
+    snap.registered = {"bob": GENERATED - timedelta(seconds=3599), "cole": GENERATED}
+    cell = snap.cell()
+    assert (cell["n_machines"], cell["n_pending"], cell["speedup"]) == (1, 1, pytest.approx(1.2))
+    assert cell["excluded"] == excluded(correctness_failed=1)
+    snap.registered["bob"] = GENERATED - timedelta(seconds=3600)  # exactly past it: counted
+    assert (snap.cell()["n_machines"], snap.cell()["n_pending"]) == (2, 0)
+    snap.probation_s = 0
+    assert snap.cell()["n_pending"] == 0
 
 
 # ------------------------------------------------------------------ rounds
@@ -125,7 +155,7 @@ def test_the_ratio_is_the_median_of_round_ratios_not_the_ratio_of_medians() -> N
     cell = snap.cell()
     # rounds: 150/100 = 1.5, 220/200 = 1.1, 90/100 = 0.9 -> 1.1; medians 150 / 100 would say 1.5.
     assert cell["speedup"] == pytest.approx(1.1)
-    assert cell["baseline_tg_tps"] == 100
+    assert cell["baseline_tg_tps"] == pytest.approx(100, rel=1e-12)
     assert cell["tg_tps"] == pytest.approx(110)
     assert (cell["interval"], cell["ci_low"], cell["ci_high"], cell["n_machines"]) == (None, None, None, 1)
 
@@ -166,7 +196,9 @@ def test_a_row_needs_two_paired_rounds_and_a_failed_run_keeps_its_rows() -> None
 def test_each_exclusion_reason_counts_once_the_first_that_applies() -> None:
     snap = SnapshotBuilder()
     snap.add("ada", payload(ratio_tg(1.2)))  # counted
-    snap.add("bob", payload(ratio_tg(1.3), correctness={"01": "fail"}), state="hidden", reason="quarantined")
+    snap.add("bob", payload(ratio_tg(1.3), correctness={"01": "fail"}), state="hidden", reason="spam")
+    snap.add("mo", payload(ratio_tg(1.3), correctness={"01": "fail"}), state="withdrawn")
+    snap.add("ned", payload(ratio_tg(1.3), correctness={"01": "fail"}), state="held", reason="quarantined")
     snap.add("cole", payload(ratio_tg(1.3), correctness={"01": "fail"}, degenerate={"01": True}))
     both = payload(ratio_tg(1.3))
     entry = next(entry for entry in both["correctness"] if entry["variant"] == "01")
@@ -184,12 +216,12 @@ def test_each_exclusion_reason_counts_once_the_first_that_applies() -> None:
     snap.add("lee", payload(ratio_tg(1.3), machine={"low_power_mode": True}))
     cell = snap.cell()
     assert cell["excluded"] == excluded(
-        hidden=1, correctness_failed=2, correctness_not_run=2, degenerate_output=1, run_state=4
+        hidden=1, withdrawn=1, held=1, correctness_failed=2, correctness_not_run=2, degenerate_output=1, run_state=4
     )
-    assert (cell["n_submissions"], cell["speedup"]) == (2, pytest.approx(1.125))
+    assert (cell["n_submissions"], cell["speedup"]) == (2, pytest.approx((1.2 * 1.05) ** 0.5))  # geometric mean
     # The baseline's own rows: its correctness passed everywhere and it is never "degenerate".
     baseline = snap.cell("upstream")
-    assert baseline["excluded"] == excluded(hidden=1, run_state=6)
+    assert baseline["excluded"] == excluded(hidden=1, withdrawn=1, held=1, run_state=6)
     assert baseline["n_submissions"] == 5
 
 
@@ -197,6 +229,8 @@ def test_each_exclusion_reason_counts_once_the_first_that_applies() -> None:
     ("state", "status", "loops", "flags", "expected"),
     [
         ("hidden", "fail", True, ["on_battery"], "hidden"),
+        ("withdrawn", "fail", True, ["on_battery"], "withdrawn"),
+        ("held", "fail", True, ["on_battery"], "held"),
         ("counted", "fail", True, ["on_battery"], "correctness_failed"),
         ("counted", "not_run", True, ["on_battery"], "correctness_not_run"),
         ("counted", "pass", True, ["on_battery"], "degenerate_output"),
@@ -206,16 +240,21 @@ def test_each_exclusion_reason_counts_once_the_first_that_applies() -> None:
 )
 def test_exclusion_order(state: str, status: str, loops: bool, flags: list[str], expected: str | None) -> None:
     body = payload(ratio_tg(1.1), correctness={"01": status}, degenerate={"01": loops}, flags=flags)
-    submission = rc.Submission("id", "ada", None, state, body)
+    submission = rc.Submission("id", "ada", "keyid", GENERATED, state, body)
     assert rc.exclusion(submission, "01", "upstream") == expected
 
 
-def test_a_hidden_only_cell_exists_with_no_numbers_and_withdrawn_is_nowhere() -> None:
+def test_an_excluded_only_cell_exists_with_no_numbers() -> None:
     snap = SnapshotBuilder()
     snap.add("ada", payload(ratio_tg(1.2)), state="hidden", reason="hidden by a moderator: spam")
     snap.add("bob", payload(ratio_tg(1.2, batch=4)), state="withdrawn")
     rows = snap.boards()["mv-ext-iquants"]
-    assert {(row["variant"], row["batch_size"]) for row in rows} == {("upstream", 1), ("01", 1)}
+    assert {(row["variant"], row["batch_size"]) for row in rows} == {
+        ("upstream", 1),
+        ("01", 1),
+        ("upstream", 4),
+        ("01", 4),
+    }
     cell = snap.cell()
     assert cell == {
         "chip": "Apple M5 Pro",
@@ -224,6 +263,7 @@ def test_a_hidden_only_cell_exists_with_no_numbers_and_withdrawn_is_nowhere() ->
         "model_sha256": "b" * 64,
         "quant": "IQ2_XXS",
         "variant": "01",
+        "commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",
         "batch_size": 1,
         "baseline_tg_tps": None,
         "tg_tps": None,
@@ -231,21 +271,31 @@ def test_a_hidden_only_cell_exists_with_no_numbers_and_withdrawn_is_nowhere() ->
         "interval": None,
         "ci_low": None,
         "ci_high": None,
+        "predict_low": None,
+        "predict_high": None,
+        "predict_level": None,
         "verdict": "too few machines",
+        "min_effect": 0.02,
         "n_machines": 0,
         "n_submissions": 0,
         "n_contributors": 0,
+        "n_pending": 0,
         "excluded": excluded(hidden=1),
+        "backend": "metal",
+        "control": False,
     }
+    assert snap.cell(batch=4)["excluded"] == excluded(withdrawn=1)
 
 
-def test_the_label_comes_from_the_earliest_submission_with_a_row_in_the_cell() -> None:
+def test_the_label_comes_from_the_earliest_submission_the_cell_counts_else_the_earliest_row() -> None:
     snap = SnapshotBuilder()
     snap.add("ada", payload({"upstream": {1: [100]}, "01": {1: [120]}}, model={"label": "one round"}))  # nonstandard
-    snap.add("bob", payload(ratio_tg(1.2), model={"label": "first"}), state="hidden")
+    snap.add("bob", payload(ratio_tg(1.2), model={"label": "first"}), state="held")
+    assert (snap.cell()["model"], snap.cell()["quant"]) == ("first", "IQ2_XXS")  # nothing counted: the earliest row
     snap.add("cole", payload(ratio_tg(1.2), model={"label": "second", "file_type": "Q8_0"}))
+    snap.add("dina", payload(ratio_tg(1.2), model={"label": "third"}))
     cell = snap.cell()
-    assert (cell["model"], cell["quant"]) == ("first", "IQ2_XXS")
+    assert (cell["model"], cell["quant"]) == ("second", "Q8_0")  # the standing claim, not the held one
     unlabelled = payload(ratio_tg(1.2))
     del unlabelled["model"]["label"]
     other = SnapshotBuilder()
@@ -296,38 +346,14 @@ def test_what_is_not_a_sweep_difference() -> None:
     assert missing_env.boards()["mv-ext-iquants"] == []
 
 
-# ------------------------------------------------------------------ intervals from six machines
-
-
-@pytest.mark.parametrize(
-    ("ratios", "interval", "low", "high", "speedup", "verdict"),
-    [
-        ([0.8, 0.9, 1.05, 1.1, 1.2, 1.3], "95%", 0.8, 1.3, 1.075, "no clear change"),  # n=6, k=1
-        ([1.01, 1.02, 1.05, 1.1, 1.2, 1.3, 1.4], "95%", 1.01, 1.4, 1.1, "faster"),  # n=7, k=1
-        ([0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.99], "95%", 0.5, 0.99, 0.85, "slower"),  # n=8, k=1
-        ([0.95, 1.02, 1.05, 1.1, 1.1, 1.2, 1.3, 1.4, 1.6], "95%", 1.02, 1.4, 1.1, "faster"),  # n=9, k=2
-        ([0.5, 0.6, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6], "95%", 0.6, 1.5, 1.15, "no clear change"),  # n=10, k=2
-        ([0.9, 1.1, 1.2, 1.3, 1.4], "range", 0.9, 1.4, 1.2, "too few machines"),
-    ],
-)
-def test_order_statistic_intervals(
-    ratios: list[float], interval: str, low: float, high: float, speedup: float, verdict: str
-) -> None:
-    snap = SnapshotBuilder()
-    for index, ratio in enumerate(ratios):
-        snap.add(f"m{index}", payload(ratio_tg(ratio)))
-    cell = snap.cell()
-    assert cell["n_machines"] == len(ratios)
-    assert (cell["interval"], cell["verdict"]) == (interval, verdict)
-    assert (cell["ci_low"], cell["ci_high"]) == (pytest.approx(low), pytest.approx(high))
-    assert cell["speedup"] == pytest.approx(speedup)
+# ------------------------------------------------------------------ invariants
 
 
 def test_invariants_over_random_submissions() -> None:
     rng = random.Random(23)
     snap = SnapshotBuilder()
     for _ in range(60):
-        handle = rng.choice(["ada", "bob", "cole", "dina", "eve", "fay", "gus", "hal"])
+        handle = rng.choice(["ada", "bob", "cole", "dina"])
         reps = rng.choice([1, 2, 2, 3, 4])
         tg = {
             "upstream": {b: [rng.uniform(50, 150) for _ in range(reps)] for b in (1, 4)},
@@ -341,13 +367,14 @@ def test_invariants_over_random_submissions() -> None:
             flags=["on_battery"] if rng.random() < 0.1 else [],
             model={"sha256": rng.choice("bc") * 64},
         )
-        snap.add(handle, body, state=rng.choice(["counted"] * 8 + ["hidden", "withdrawn"]))
+        state = rng.choice(["counted"] * 8 + ["hidden", "withdrawn", "held"])
+        snap.add(handle, body, state=state, key=rng.choice([None, f"{handle}-machine-1"]))
     rows = snap.boards()["mv-ext-iquants"]
     assert len(rows) == 8  # 2 models x 2 variants x 2 batch sizes
     for row in rows:
         n = row["n_machines"]
         assert row["n_contributors"] <= n <= row["n_submissions"]
-        assert row["interval"] == ("95%" if n >= 6 else "range" if n >= 2 else None)
+        assert row["interval"] == ("95%, page-wise" if n >= 3 else None)
         if n == 0:
             assert row["speedup"] is row["tg_tps"] is row["baseline_tg_tps"] is None
             continue
@@ -356,3 +383,8 @@ def test_invariants_over_random_submissions() -> None:
             assert row["ci_low"] <= row["speedup"] <= row["ci_high"]
         if row["variant"] == "upstream":
             assert row["speedup"] == 1.0 and row["excluded"]["degenerate_output"] == 0
+
+
+def test_the_statistics_section_has_the_services_constants() -> None:
+    for name in ("VERDICTS", "CONFIDENCE", "INTERVAL_LABEL", "PREDICT_LEVEL", "MIN_MACHINES", "EFFECT_FLOOR"):
+        assert getattr(rc, name) == getattr(stats, name), name

@@ -1,5 +1,5 @@
 """Chart series from leaderboard cells and published rows: pure functions, as leaderboard.py.
-Lines are told apart by what keys a cell (PROTOCOL.md 5.1): a model file by its sha256 (the
+Lines are told apart by what keys a cell (docs/protocol.md section 7): a model file by its sha256 (the
 callers pass one file's cells), a variant that follows a ref by its resolved commit, and control
 cells are no evidence about the patches."""
 

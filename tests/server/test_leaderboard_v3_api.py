@@ -1,4 +1,4 @@
-"""The API and the CSV speak cells v3 (PROTOCOL.md 5.1): a leaderboard row carries exactly the
+"""The API and the CSV speak cells v3 (docs/protocol.md section 7): a leaderboard row carries exactly the
 protocol's row fields plus backend and control, the OpenAPI document says what each is, and the CSV
 names each row's machine (its key), commit and backend, with its own cell's verdict."""
 

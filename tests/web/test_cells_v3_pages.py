@@ -1,4 +1,4 @@
-"""Every page follows cells v3 (PROTOCOL.md 5.1; issue 35 points 6-9, issue 30's pending
+"""Every page follows cells v3 (docs/protocol.md section 7; issue 35 points 6-9, issue 30's pending
 machines): one count of machines, controls apart, models told apart by sha256, a ref's commit shown,
 the verdict words with their threshold, the interval and the prediction labelled."""
 

@@ -137,7 +137,9 @@ def test_it_answers_400_naming_an_unknown_campaign_variant_model_or_quant(
 def test_it_shows_a_chip_with_its_charts_tables_and_submissions(
     client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(12):  # the Markdown export reads each live campaign's cells of the chip
+    with django_assert_max_num_queries(
+        13
+    ):  # the Markdown export reads each live campaign's cells of the chip; +1 the board's provenance (demo lines)
         text = page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
     assert "<h1>Apple M1 (8-core GPU)</h1>" in text
     assert "(IQ2_XXS): decode t/s by batch size" in text
@@ -218,7 +220,7 @@ def test_it_explains_the_method_and_links_the_api_and_csv(client: Client) -> Non
 def test_it_compares_two_chips_side_by_side(
     client: Client, small_site: list[Submission], django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(8):  # +1: whether demo submissions made the compared cells
         text = page_text(client.get(reverse("compare"), {"a": "apple-m1-8c", "b": "apple-m5-pro-20c"}))
     assert "Apple M1 (8-core GPU) vs Apple M5 Pro (20-core GPU)" in text
     assert '<script id="compare-0" type="application/json">' in text

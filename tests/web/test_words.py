@@ -1,4 +1,4 @@
-"""The words and numbers of cells v3 (PROTOCOL.md 5.1; issue 35 points 1, 4, 6, 7): pure."""
+"""The words and numbers of cells v3 (docs/protocol.md section 7; issue 35 points 1, 4, 6, 7): pure."""
 
 from __future__ import annotations
 

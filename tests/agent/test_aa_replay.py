@@ -70,3 +70,23 @@ def test_a_simulated_a_a_sweep_at_the_h200_noise_reads_faster_or_slower_rarely()
         wrong_sweeps += wrong > 0
     assert wrong_cells / cells_seen <= 0.05
     assert wrong_sweeps / sweeps <= 0.10
+
+
+def test_the_readme_quotes_the_constants_of_the_code() -> None:
+    from benchhub_agent import repetition, sweep
+    from benchhub_protocol import rounds
+
+    readme = (Path(__file__).parents[2] / "agent" / "README.md").read_text()
+    quoted = {
+        f"first {sweep.WARMUP_SIZES} batch sizes": True,
+        f"run-to-run SD of {rounds.RUN_TO_RUN_SD * 100:g}%": True,
+        f"up to {rounds.MAX_ROUNDS} rounds": True,
+        f"default {sweep.DEFAULT_MAX_SECONDS} s of sweep": True,
+        f"above {rounds.HIGH_SPREAD * 100:g}%": True,
+        f"min_effect / {1 / rounds.TARGET_SHARE_OF_MIN_EFFECT:g}": True,
+        f"at least {repetition.MIN_TAIL_WORDS} words": True,
+        f"at least {repetition.MIN_COPIES} times": True,
+        f"most {repetition.MAX_EDIT_RATE * 100:g}% of words": True,
+        f"no later than {(1 - repetition.DEGENERATE_SHARE) * 100:g}%": True,
+    }
+    assert [phrase for phrase in quoted if phrase not in readme] == []

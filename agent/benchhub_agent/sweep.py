@@ -179,9 +179,9 @@ class _Round:
     report: Callable[[str, float | None], None]
     require_offload: str | None
 
-    def run(self, name: str, rep: int, seq: int, planned: int) -> dict[str, Any]:
+    def run(self, name: str, rep: int, seq: int, planned: int, more: str = "") -> dict[str, Any]:
         bin_dir, env = self.variants[name]
-        label = f"{name} round {rep} (run {seq} of {planned})"
+        label = f"{name} round {rep} (run {seq} of {planned}{more})"
         self.report(label, (seq - 1) / planned)
         done = run_tool(
             batched_bench_args(bin_dir / "llama-batched-bench", self.model, self.settings),
@@ -238,8 +238,11 @@ def run_sweep(
         # Planned so far: through the end of this block (whether another follows is not known yet).
         block_end = round_index + block - round_index % block
         planned = (minimum if minimum < MIN_ROUNDS else max(minimum, block_end)) * len(names)
+        # The ETA covers the planned runs; more blocks may follow until the target, the cap or the budget.
+        left = settings.max_seconds - (time.monotonic() - started)
+        more = f"; up to {max(0, cap - block_end)} more rounds, {left / 60:.0f} min at most" if block_end < cap else ""
         for name in interleaved_round(names, round_index):
-            runs.append(rounds.run(name, round_index + 1, len(runs) + 1, planned))
+            runs.append(rounds.run(name, round_index + 1, len(runs) + 1, planned, more))
         round_index += 1
         if round_index < minimum:
             continue

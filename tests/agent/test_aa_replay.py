@@ -90,3 +90,12 @@ def test_the_readme_quotes_the_constants_of_the_code() -> None:
         f"no later than {(1 - repetition.DEGENERATE_SHARE) * 100:g}%": True,
     }
     assert [phrase for phrase in quoted if phrase not in readme] == []
+
+
+def test_the_progress_line_fits_an_80_column_terminal() -> None:
+    from benchhub_agent.progress import fit
+
+    line = (
+        "Sweep: llama-batched-bench, batch sizes 1,2,3,4,5,8,9,12,16: 01 round 7 (run 20 of 36; up to 24 more) [1:02]"
+    )
+    assert len(fit(line, 79)) == 79 and fit(line, 79).endswith("[1:02]") and fit("short", 79) == "short"

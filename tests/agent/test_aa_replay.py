@@ -99,3 +99,15 @@ def test_the_progress_line_fits_an_80_column_terminal() -> None:
         "Sweep: llama-batched-bench, batch sizes 1,2,3,4,5,8,9,12,16: 01 round 7 (run 20 of 36; up to 24 more) [1:02]"
     )
     assert len(fit(line, 79)) == 79 and fit(line, 79).endswith("[1:02]") and fit("short", 79) == "short"
+
+
+def test_identical_variant_binaries_are_stored_once(tmp_path: Path) -> None:
+    from benchhub_agent.build import store_once
+
+    built = tmp_path / "llama-batched-bench"
+    built.write_bytes(b"\x7fELF same code")
+    for variant in ("upstream", "01", "01+02"):
+        (tmp_path / variant).mkdir()
+        store_once(built, tmp_path / variant / built.name, tmp_path / "by-sha256")
+    inodes = {(tmp_path / variant / built.name).stat().st_ino for variant in ("upstream", "01", "01+02")}
+    assert len(inodes) == 1 and len(list((tmp_path / "by-sha256").iterdir())) == 1

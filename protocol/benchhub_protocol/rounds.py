@@ -1,13 +1,14 @@
 """How precisely one submission measured each cell: the 95% interval of its round-paired ratio.
 
-One rule for the agent (when to stop adding rounds) and the server (the `high_spread` flag), so that
-both read the same payload the same way. A round is the runs that share a `rep`; in round r the
-ratio of a cell is variant tg_tps / baseline tg_tps at that batch size (PROTOCOL 5.1).
+One rule for the agent (when to stop adding rounds: `target_reached`) and the server (the `high_spread`
+flag), so that both read the same payload the same way. A round is the runs that share a `rep`; in round
+r the ratio of a cell is variant tg_tps / baseline tg_tps at that batch size (PROTOCOL 5.1).
 
-The interval is a Student t interval on the log ratios (docs/method.md says why): the noise of
-llama-batched-bench is per process and multiplicative, so log ratios are the natural scale, the
-interval is the same whichever build is called A, and t (not z) is what keeps 2-6 rounds honest
-about how little they know of the spread.
+The interval is a Student t interval on the log scale: the noise of llama-batched-bench is per process and
+multiplicative, so logs are the natural scale, the interval is the same whichever build is called A, and
+t (not z) keeps a few rounds honest about how little they know of the spread. Where the rounds are
+balanced (the agent's rotated order), the spread is what remains of each process's log speed after round,
+variant and position effects (`cell_estimate`); a run-to-run term is added in quadrature.
 """
 
 from __future__ import annotations

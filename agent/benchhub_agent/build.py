@@ -166,7 +166,7 @@ def build_variants(
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir(parents=True)
             for target in targets:
-                shutil.copy2(root / "build" / "bin" / target, partial / target)
+                store_once(root / "build" / "bin" / target, partial / target, dirs.binaries / "by-sha256")
             info = {
                 "variant": variant.as_payload(),
                 "backend": config.backend,
@@ -221,6 +221,25 @@ def _build_one(
     finally:
         # The tree goes back to pristine whatever happened, so the next variant starts from upstream.
         tree.restore()
+
+
+def store_once(source: Path, destination: Path, store: Path) -> None:
+    """Copy a built binary into the cache, once per content: variants whose patches compile to the same
+    binary (Metal-only patches on CUDA) share one file through hard links. A copy where links fail."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    kept = store / digest.hexdigest()
+    if not kept.is_file():
+        store.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_name(kept.name + ".partial")
+        shutil.copy2(source, partial)
+        partial.replace(kept)
+    try:
+        os.link(kept, destination)
+    except OSError:
+        shutil.copy2(kept, destination)
 
 
 def _check_commit(variant: Variant, bin_dir: Path) -> None:

@@ -55,6 +55,9 @@ class Campaign:
     variants: tuple[Variant, ...]
     sweep: dict[str, Any]
     source: str  # "server" or "bundled": said in the output so a user knows what was followed
+    min_effect: float = (
+        0.02  # the smallest effect worth reporting (docs/protocol.md section 6): verdicts and the sweep's target
+    )
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -95,6 +98,7 @@ def bundled(slug: str) -> Campaign:
         tuple(variants),
         dict(definition["sweep"]),
         "bundled",
+        float(definition.get("min_effect", 0.02)),
     )
 
 
@@ -114,7 +118,10 @@ def from_manifest(manifest: dict[str, Any], dirs: Dirs, slug: str | None = None,
     if manifest["baseline"] not in {variant.name for variant in variants}:
         raise AgentError(ExitCode.CAMPAIGN, f"The server lists campaign {slug}'s baseline as unavailable.")
     sweep = manifest_rules.sweep_settings(manifest["sweep"])
-    return Campaign(slug, manifest["repo"], manifest["baseline"], tuple(variants), sweep, "server")
+    min_effect = manifest.get("min_effect")
+    if not isinstance(min_effect, (int, float)) or isinstance(min_effect, bool) or not 0 < min_effect < 1:
+        min_effect = 0.02  # absent or nonsensical: the protocol's default (the service judges with its own copy)
+    return Campaign(slug, manifest["repo"], manifest["baseline"], tuple(variants), sweep, "server", float(min_effect))
 
 
 def _fetch_patch(name: str, sha256: str, url: str, dirs: Dirs) -> Patch:

@@ -44,6 +44,8 @@ from .progress import Progress
 
 F = TypeVar("F", bound=Callable[..., Any])
 EPILOG = "\b\nExit codes:\n" + exit_codes_help()
+SEE_EXIT_CODES = "Exit codes: see `benchhub-agent --help`."
+RUN_EPILOG = EPILOG
 
 
 def handled(command: F) -> F:
@@ -150,7 +152,7 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
         return outbox.send(path, server, home())
 
 
-@main.command(epilog=EPILOG)
+@main.command(epilog=RUN_EPILOG)
 @click.argument("model_path", metavar="MODEL.gguf", type=click.Path(path_type=Path))
 @click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
 @click.option("--campaign", "campaign_slug", default="mv-ext-iquants", show_default=True)
@@ -171,7 +173,9 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
     "--reps", type=click.IntRange(1, 50), help="Rounds at least (default: the campaign's; under 2 is not standard)."
 )
 @click.option(
-    "--max-reps", type=click.IntRange(1, 100), help="Cap on rounds while a cell is wider than ±1% (default 10)."
+    "--max-reps",
+    type=click.IntRange(1, 100),
+    help="Cap on rounds while the median cell is wider than min_effect/2 (default 30).",
 )
 @click.option("--npp", type=click.IntRange(1, 100000), help="Prompt tokens per sequence (default: the campaign's).")
 @click.option("--ntg", type=click.IntRange(1, 100000), help="Generated tokens per sequence (default: the campaign's).")
@@ -193,7 +197,9 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
     help="Run campaign SLUG although it is not the copy bundled with this agent, for the manifest of this "
     "digest only (the listing prints it; any change asks again).",
 )
-@click.option("--no-upload", is_flag=True, help="Keep the result local (it stays in the outbox).")
+@click.option(
+    "--no-upload", is_flag=True, help="Keep the result local; publish it later with `benchhub-agent upload PATH`."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @handled
 def run(
@@ -221,7 +227,11 @@ def run(
     """Build, check, measure and sign; then publish the result (asks first unless --yes).
 
     Before anything is read or built: the server, the campaign (every manifest field checked; code that
-    did not ship with this agent shown and confirmed), this key's registration and the power state."""
+    did not ship with this agent shown and confirmed), this key's registration and the power state.
+
+    How long: the first build takes 5-10 minutes (later runs reuse it), the correctness check 1-2
+    minutes, and the sweep adds rounds until its target, at most 30 rounds or 15 minutes (an H200 at
+    the campaign's defaults: 3 minutes); a CPU-only build can take 40 minutes or more."""
     server = _server(server)
     if not server and not no_upload:
         raise AgentError(
@@ -315,7 +325,7 @@ def _markdown(payload: dict[str, Any], url: str | None) -> str:
     return printable(markdown.table(lines, title=title, permalink=url or "not published yet"))
 
 
-@main.command(epilog=EPILOG)
+@main.command(epilog=SEE_EXIT_CODES)
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
 @click.option("--handle", help="Public handle, if this key is not registered yet.")
@@ -343,7 +353,7 @@ def upload(files: tuple[Path, ...], server: str | None, handle: str | None) -> N
         raise AgentError(ExitCode.UPLOAD, f"{failures} of {len(paths)} result(s) were not accepted; they stay queued.")
 
 
-@main.command(epilog=EPILOG)
+@main.command(epilog=SEE_EXIT_CODES)
 @click.argument("submission_id", metavar="ID")
 @click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
 @handled
@@ -358,7 +368,7 @@ def withdraw(submission_id: str, server: str | None) -> None:
     click.echo(printable(f"Withdrawn: {answer.get('id', submission_id)} ({answer.get('withdrawn_at', 'now')})."))
 
 
-@main.command("doctor", epilog=EPILOG)
+@main.command("doctor", epilog=SEE_EXIT_CODES)
 @click.option("--backend", type=click.Choice(["auto", "metal", "cuda", "cpu"]), default="auto")
 @click.option("--server", help="benchhub server URL to check (default: $BENCHHUB_SERVER).")
 @handled
@@ -373,7 +383,7 @@ def doctor_command(backend: str, server: str | None) -> None:
         raise AgentError(ExitCode.MISSING_TOOL, "Some requirements are missing (see above).")
 
 
-@main.group(epilog=EPILOG, invoke_without_command=True)
+@main.group(epilog=SEE_EXIT_CODES, invoke_without_command=True)
 @click.pass_context
 @handled
 def key(ctx: click.Context) -> None:
@@ -383,7 +393,7 @@ def key(ctx: click.Context) -> None:
         click.echo(f"keyid: {signer.keyid}\npublic key: {signer.public_key_b64}\nfile: {keys.key_path(home())}")
 
 
-@key.command("register", epilog=EPILOG)
+@key.command("register", epilog=SEE_EXIT_CODES)
 @click.argument("handle")
 @click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
 @handled
@@ -398,7 +408,7 @@ def key_register(handle: str, server: str | None) -> None:
     )
 
 
-@key.command("link", epilog=EPILOG)
+@key.command("link", epilog=SEE_EXIT_CODES)
 @click.argument("handle")
 @click.argument("existing_key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
@@ -413,7 +423,7 @@ def key_link(handle: str, existing_key: Path, server: str | None) -> None:
     click.echo(printable(f"This key is now on {linked}."))
 
 
-@main.command("verify", epilog=EPILOG)
+@main.command("verify", epilog=SEE_EXIT_CODES)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--public-key", help="Base64 public key to check the signature with (default: this machine's key).")
 @handled
@@ -440,7 +450,7 @@ def verify_file(file: Path, public_key: str | None) -> None:
     )
 
 
-@main.command("dirs", epilog=EPILOG)
+@main.command("dirs", epilog=SEE_EXIT_CODES)
 @handled
 def dirs_command() -> None:
     """Where the agent keeps its files (set BENCHHUB_HOME to move them all)."""

@@ -4,6 +4,7 @@ source or thermal state) is a warning: it would be published as unknown, never a
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shutil
@@ -64,8 +65,10 @@ def checks(cache_dir: Path, backend: str, server: str | None = None) -> list[Che
         compiler = _version(["clang++", "--version"])
         results.append(Check("C++ compiler", bool(compiler), compiler or "not found", "xcode-select --install"))
     else:
-        compiler = _version(["c++", "--version"])
-        results.append(Check("C++ compiler", bool(compiler), compiler or "not found", _install_hint("g++")))
+        # The compiler CMake will pick (and the build's cache key names): $CXX where set, else c++.
+        chosen = os.environ.get("CXX") or "c++"
+        compiler = _version([chosen, "--version"])
+        results.append(Check(f"C++ compiler ({chosen})", bool(compiler), compiler or "not found", _install_hint("g++")))
     if backend == "cuda":
         nvcc = _version(["nvcc", "--version"]) and shutil.which("nvcc")
         results.append(
@@ -93,7 +96,7 @@ def machine_checks(backend: str, run: machine.Runner = machine.run_quietly, syst
     """What a run would report about this machine, and whether the agent can measure it at all."""
     translated = machine.translated(run, system)
     facts = machine.collect(backend, run, system)
-    gpu = f"{facts['gpu_name'] or 'no GPU name'}, {facts['gpu_cores'] or 'unknown'} cores"
+    gpu = f"{facts['gpu_name'] or 'unknown'}, {facts['gpu_cores'] or 'unknown'} cores"
     return [
         Check(
             "native Python",
@@ -112,8 +115,8 @@ def machine_checks(backend: str, run: machine.Runner = machine.run_quietly, syst
         _reading(
             "GPU",
             gpu,
-            backend == "metal" and facts["gpu_cores"] is None,
-            "system_profiler gave no GPU core count: results will carry none",
+            (backend == "metal" and facts["gpu_cores"] is None) or (backend != "cpu" and not facts["gpu_name"]),
+            "the GPU could not be read fully: results will say unknown",
         ),
         _power_check(facts),
         Check(

@@ -133,9 +133,24 @@ def parse_meminfo(text: str) -> int:
 
 
 def parse_nvidia_smi_query(text: str | None) -> tuple[str, int | None]:
-    """First line of `nvidia-smi --query-gpu=name --format=csv,noheader`; CUDA cores are not reported."""
-    name = (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
+    """The first GPU's name from `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits`;
+    CUDA cores are not reported."""
+    name = (text or "").strip().splitlines()[0].split(",")[0].strip() if (text or "").strip() else ""
     return name, None
+
+
+def parse_nvidia_smi_memory(text: str | None) -> int | None:
+    """The first GPU's memory in bytes from the same query (MiB there); None where it says nothing usable."""
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    fields = [field.strip() for field in first.split(",")]
+    if len(fields) < 2 or not fields[1].isdigit():
+        return None
+    return int(fields[1]) * 2**20
+
+
+def device_chip(gpu_name: str, gpu_memory: int | None) -> str:
+    """What names a CUDA machine's row: the GPU and its memory ("NVIDIA H200 (140 GiB)"), as the SoC does a Mac's."""
+    return f"{gpu_name} ({round(gpu_memory / 2**30)} GiB)" if gpu_memory else gpu_name
 
 
 def run_state(run: Runner = run_quietly, system: str | None = None) -> dict[str, Any]:
@@ -275,10 +290,17 @@ def _read(path: str) -> str:
 
 
 def _linux(backend: str, run: Runner) -> dict[str, Any]:
-    chip, cores = parse_cpuinfo(_read("/proc/cpuinfo"))
-    gpu_name, gpu_cores = ("", None)
+    cpu, cores = parse_cpuinfo(_read("/proc/cpuinfo"))
+    chip, gpu_name, gpu_cores = cpu, "", None
+    extra: dict[str, Any] = {}
     if backend == "cuda":
-        gpu_name, gpu_cores = parse_nvidia_smi_query(run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]))
+        query = run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])
+        gpu_name, gpu_cores = parse_nvidia_smi_query(query)
+        if gpu_name:
+            # The GPU does the work, so it names the row; the CPU that drives it is recorded beside it.
+            memory = parse_nvidia_smi_memory(query)
+            chip = device_chip(gpu_name, memory)
+            extra = {"cpu": cpu, **({"gpu_memory_bytes": memory} if memory else {})}
     os_release = dict(re.findall(r'^(\w+)="?([^"\n]*)"?$', _read("/etc/os-release"), re.M))
     return {
         "os": "Linux",
@@ -291,4 +313,5 @@ def _linux(backend: str, run: Runner) -> dict[str, Any]:
         "gpu_name": gpu_name,
         "gpu_cores": gpu_cores,
         "memory_bytes": parse_meminfo(_read("/proc/meminfo")),
+        **extra,
     }

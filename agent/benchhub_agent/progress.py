@@ -1,7 +1,9 @@
-"""What the agent is doing, on stderr: one live line on a terminal, plain lines otherwise (CI, pipes)."""
+"""What the agent is doing, on stderr: one live line on a terminal, cut to the terminal's width so it never
+wraps, and plain lines otherwise (CI, pipes)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from typing import TextIO
@@ -10,6 +12,16 @@ from typing import TextIO
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}:{secs:02d}"
+
+
+def fit(text: str, width: int) -> str:
+    """The text in at most `width` characters: the middle gives way, the stage and the timing stay."""
+    if len(text) <= width:
+        return text
+    if width < 10:
+        return text[:width]
+    keep = width - 1
+    return text[: keep - keep // 3] + "…" + text[len(text) - keep // 3 :]
 
 
 class Progress:
@@ -44,7 +56,7 @@ class Progress:
 
     def _emit(self, text: str, force_plain: bool = False) -> None:
         if self.live:
-            self.stream.write("\r\x1b[2K" + text[:200])
+            self.stream.write("\r\x1b[2K" + fit(text, shutil.get_terminal_size().columns - 1))
             self.stream.flush()
             self._line_open = True
         elif force_plain or text.split(" [")[0] != self._last_plain:

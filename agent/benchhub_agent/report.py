@@ -1,13 +1,16 @@
-"""The result as a person reads it: decode t/s per variant and batch size, in the seed's format
-(`148.0→209.9 (+42%) ±0.8%`), where ± is the half-width of the 95% interval of the round-paired
-ratio (benchhub_protocol.rounds), and each variant's correctness and output status."""
+"""The result as a person reads it: decode t/s per variant and batch size with the site's verdict words
+(`1949.0→1915.1 (-1.7%) [-3.2%, -0.2%] unclear`). The change printed is the centre of the interval beside
+it (benchhub_protocol.rounds.cell_estimate), 95% sweep-wise: Bonferroni over the sweep's cells, as the site's
+intervals are page-wise. The verdict is the site's rule (benchhub_protocol.stats.decide) at the campaign's
+min_effect."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
-from benchhub_protocol.rounds import half_width, round_ratios
+from benchhub_protocol.rounds import DEFAULT_MIN_EFFECT, TARGET_SHARE_OF_MIN_EFFECT, cell_estimate
+from benchhub_protocol.stats import decide, verdict_label
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
@@ -18,41 +21,63 @@ def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
     return {key: statistics.median(speeds) for key, speeds in values.items()}
 
 
+def min_effect_of(payload: dict[str, Any]) -> float:
+    """The campaign's min_effect the sweep aimed at (its stop record); the protocol's default otherwise."""
+    stop = payload["sweep"].get("stop")
+    return stop["target_half_width"] / TARGET_SHARE_OF_MIN_EFFECT if stop else DEFAULT_MIN_EFFECT
+
+
 def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per (variant, batch size): the baseline's median decode t/s over rounds, the speedup as the median
-    of the round-paired ratios and the half-width of their 95% interval. As in docs/protocol.md, cells, a variant's
-    t/s is the baseline's times the speedup, so the three numbers shown always agree."""
+    """Per (variant, batch size): the baseline's median decode t/s over rounds, the speedup (the geometric
+    mean of the round-paired ratios, the centre of its interval), both bounds of the 95% interval, its
+    half-width and the verdict. As in docs/protocol.md (cells), a variant's t/s is the baseline's times the speedup."""
     runs = payload["sweep"]["runs"]
     medians = _medians(runs)
     baseline = payload["variants"][0]["name"]
+    min_effect = min_effect_of(payload)
+    # Sweep-wise, as the site's intervals are page-wise: all the sweep's intervals hold together 95% of the time.
+    n_tests = (len(payload["variants"]) - 1) * len(payload["sweep"]["batch_sizes"])
     rows = []
     for variant in payload["variants"]:
         for size in payload["sweep"]["batch_sizes"]:
-            ratios = round_ratios(runs, variant["name"], baseline, size)
-            speedup = statistics.median(ratios) if ratios and variant["name"] != baseline else None
+            found = (
+                cell_estimate(runs, variant["name"], baseline, size, n_tests) if variant["name"] != baseline else None
+            )
             base = medians.get((baseline, size))
+            speedup = found.ratio if found else None
             rows.append(
                 {
                     "variant": variant["name"],
                     "batch_size": size,
-                    "n_rounds": len(ratios),
+                    "n_rounds": found.n_rounds if found else 0,
                     "tg_tps": base * speedup if base and speedup else medians.get((variant["name"], size)),
                     "baseline_tg_tps": base,
                     "speedup": speedup,
-                    "half_width": half_width(ratios) if speedup else None,
+                    "ci_low": found.low if found else None,
+                    "ci_high": found.high if found else None,
+                    "half_width": found.half_width if found else None,
+                    "verdict": verdict_label(decide(found.ratio, found.low, found.high, min_effect), min_effect)
+                    if found
+                    else None,
                 }
             )
     return rows
+
+
+def _percent(ratio: float) -> str:
+    change = (ratio - 1) * 100
+    return "±0.0%" if round(change, 1) == 0 else f"{change:+.1f}%"
 
 
 def _cell_text(cell: dict[str, Any], is_baseline: bool) -> str:
     if cell["tg_tps"] is None:
         return "missing"
     if is_baseline or cell["speedup"] is None:
-        return f"{cell['tg_tps']:.1f}"
-    width = f" ±{cell['half_width'] * 100:.1f}%" if cell["half_width"] is not None else " (1 round)"
-    percent = (cell["speedup"] - 1) * 100
-    return f"{cell['baseline_tg_tps']:.1f}→{cell['tg_tps']:.1f} ({percent:+.0f}%){width}"
+        return f"{cell['tg_tps']:.1f}" + ("" if is_baseline else " (1 round)")
+    return (
+        f"{cell['baseline_tg_tps']:.1f}→{cell['tg_tps']:.1f} ({_percent(cell['speedup'])}) "
+        f"[{_percent(cell['ci_low'])}, {_percent(cell['ci_high'])}] {cell['verdict']}"
+    )
 
 
 def table(payload: dict[str, Any]) -> str:
@@ -72,7 +97,8 @@ def table(payload: dict[str, Any]) -> str:
     machine = payload["machine"]
     rounds = len({run["rep"] for run in payload["sweep"]["runs"]})
     title = (
-        f"Decode t/s (S_TG, median of {rounds} rounds; speedup = median round-paired ratio ±95% interval), "
+        f"Decode t/s (S_TG, {rounds} rounds; change = geometric mean of the round-paired ratios [95% interval], "
+        f"verdict at min_effect {min_effect_of(payload) * 100:g}%), "
         f"{model['file_name']} {model['file_type']} on {machine['chip']} ({machine['backend']})"
     )
     return "\n".join([title, *render, "", *status_lines(payload)])
@@ -88,7 +114,7 @@ def _generation_text(outputs: list[dict[str, Any]], baseline_outputs: list[dict[
     identical = sum(entry["identical_to_baseline"] for entry in outputs)
     text = f"generation {degenerate}/{len(judged)} degenerate"
     if len(judged) < len(outputs):
-        text += f", {len(outputs) - len(judged)} inconclusive (the baseline loops there too)"
+        text += f", {len(outputs) - len(judged)} not judged (the baseline is degenerate there too)"
     return f"{text}, {identical}/{len(outputs)} identical to baseline"
 
 

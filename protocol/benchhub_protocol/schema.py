@@ -19,6 +19,7 @@ FLAGS = (
     "degenerate_output",
     "correctness_failed",
     "high_spread",
+    "target_not_reached",
     "on_battery",
     "low_power_mode",
     "thermal_pressure",
@@ -89,8 +90,11 @@ MACHINE_SCHEMA = _object(
         "power_source": {"enum": ["ac", "battery", "unknown"]},
         "low_power_mode": {"type": ["boolean", "null"]},
         "thermal": {"enum": ["nominal", "pressure", "unknown"]},
+        # A CUDA machine's row is named by its GPU (`chip`); the CPU beside it and the GPU's memory (0.2.0 on).
+        "cpu": {"type": "string", "minLength": 1, "maxLength": 200},
+        "gpu_memory_bytes": _bytes,
     },
-    optional=("os_build",),
+    optional=("os_build", "cpu", "gpu_memory_bytes"),
 )
 
 MODEL_SCHEMA = _object(
@@ -152,6 +156,19 @@ SWEEP_SCHEMA = _object(
             "maxItems": len(SWEEP_EXTRA_ARGS),
             "uniqueItems": True,
         },
+        # Batch sizes run before the measured pass of every process and dropped (agent 0.2.0 on).
+        "warmup_batch_sizes": _list({"type": "integer", "minimum": 1, "maximum": 4096}, 64),
+        # When the sweep stopped adding rounds, and why (agent 0.2.0 on).
+        "stop": _object(
+            {
+                "target_half_width": {"type": "number", "minimum": 0, "maximum": 1},
+                "min_rounds": {"type": "integer", "minimum": 1, "maximum": 100},
+                "max_rounds": {"type": "integer", "minimum": 1, "maximum": 100},
+                "max_seconds": {"type": "number", "minimum": 0, "maximum": 86_400},
+                "reason": {"enum": ["target", "rounds", "time", "minimum"]},
+                "seconds": {"type": "number", "minimum": 0, "maximum": 864_000},
+            }
+        ),
         "runs": _list(
             _object(
                 {
@@ -167,7 +184,7 @@ SWEEP_SCHEMA = _object(
         ),
     },
     # Optional so that a v1 payload written before campaigns had extra switches stays valid: absent is none.
-    optional=("extra_args",),
+    optional=("extra_args", "warmup_batch_sizes", "stop"),
 )
 
 CORRECTNESS_SCHEMA = _object(

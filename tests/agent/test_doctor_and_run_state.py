@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from benchhub_agent import doctor, machine
@@ -102,3 +103,28 @@ def test_it_records_the_worst_of_several_readings() -> None:
         "thermal": "pressure",
     }
     assert machine.worst_run_state([]) == unread
+
+
+def _linux_runner(nvidia_smi: str | None) -> machine.Runner:
+    def run(command: list[str]) -> str | None:
+        return nvidia_smi if command[0] == "nvidia-smi" else None
+
+    return run
+
+
+def test_on_cuda_the_gpu_names_the_row_and_the_cpu_is_recorded_beside_it() -> None:
+    # What `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits` printed on the H200.
+    facts = machine.collect("cuda", _linux_runner("NVIDIA H200, 143771\n"), "Linux")
+    assert facts["chip"] == "NVIDIA H200 (140 GiB)" and facts["gpu_name"] == "NVIDIA H200"
+    assert facts["gpu_memory_bytes"] == 143771 * 2**20 and facts["cpu"]
+
+
+def test_doctor_says_unknown_where_it_could_not_read_the_gpu() -> None:
+    found = by_name(doctor.machine_checks("cuda", _linux_runner(None), "Linux"))
+    assert found["GPU"].mark == "warn" and found["GPU"].detail == "unknown, unknown cores"
+
+
+def test_doctor_checks_the_compiler_cmake_will_use(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CXX", "/nowhere/g++-real")
+    found = by_name(doctor.checks(tmp_path, "cpu", None))
+    assert found["C++ compiler (/nowhere/g++-real)"].mark == "FIX"

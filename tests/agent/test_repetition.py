@@ -94,3 +94,18 @@ def test_it_does_not_call_a_loop_that_ended_a_repeating_tail() -> None:
 def test_it_gives_zero_for_text_too_short_to_judge() -> None:
     assert repetition_score("") == 0.0
     assert repetition_score("one two") == 0.0
+
+
+def test_on_the_held_out_corpus_every_loop_is_flagged_and_no_clean_text() -> None:
+    """corpus/heldout/ was written before the detector was looked at again and is never tuned on: clean texts
+    with legitimate repetition (a times table, numbered steps, code, a refrain, CSV, JSON, a Markdown table,
+    anaphora) and loops with small variations, late onset, token stutter, cycles and rotating synonyms.
+    agent/README.md quotes the figures: precision 1.00, recall 1.00 on 8 loops and 8 clean texts."""
+    folder = CORPUS / "heldout"
+    rows = [line.split("\t") for line in (folder / "labels.tsv").read_text().splitlines()[1:]]
+    assert {name for name, _, _ in rows} == {path.name for path in folder.glob("*.txt")}
+    found = {name: is_degenerate(repetition_score((folder / name).read_text())) for name, _, _ in rows}
+    loops = {name for name, label, _ in rows if label == "loop"}
+    assert len(loops) == 8 and len(rows) == 16
+    assert [name for name in loops if not found[name]] == []  # recall 1.00
+    assert [name for name in found if found[name] and name not in loops] == []  # precision 1.00

@@ -60,14 +60,19 @@ def test_it_sizes_the_context_for_every_sequence_of_the_largest_batch() -> None:
     assert sweep.context_size(128, 64, [1, 2, 3, 4, 5, 8, 9, 12, 16]) == 16 * 256
 
 
-def test_it_alternates_the_order_of_variants_each_round() -> None:
-    assert sweep.interleaved_round(["A", "B", "C"], 0) == ["A", "B", "C"]
-    assert sweep.interleaved_round(["A", "B", "C"], 1) == ["C", "B", "A"]
+def test_it_balances_positions_by_rotating_the_order_and_its_mirror() -> None:
+    orders = [sweep.interleaved_round(["A", "B", "C"], index) for index in range(6)]
+    assert orders == [list("ABC"), list("BCA"), list("CAB"), list("CBA"), list("BAC"), list("ACB")]
+    for block in (orders[:3], orders[3:]):  # every block of 3 rounds: each variant once in each position
+        assert all(sorted(order[position] for order in block) == ["A", "B", "C"] for position in range(3))
+    # Over two blocks each variant runs before each other one equally often: a drift cannot favour one.
+    assert sum(order.index("A") < order.index("B") for order in orders) == 3
 
 
-def test_it_gives_batched_bench_the_batch_sizes_twice_with_the_campaigns_npp_and_ntg() -> None:
+def test_it_warms_up_on_the_first_two_batch_sizes_with_the_campaigns_npp_and_ntg() -> None:
     args = sweep.batched_bench_args(Path("/b/llama-batched-bench"), Path("m.gguf"), settings(batch_sizes=(1, 2, 16)))
-    assert args[args.index("-npl") + 1] == "1,2,16,1,2,16"
+    assert args[args.index("-npl") + 1] == "1,2,1,2,16"
+    assert settings(batch_sizes=(1, 2, 16)).as_payload([])["warmup_batch_sizes"] == [1, 2]
     assert (args[args.index("-npp") + 1], args[args.index("-ntg") + 1]) == ("128", "32")
     assert args[args.index("-c") + 1] == str(sweep.context_size(128, 32, [1, 2, 16]))
     assert args[args.index("-fa") + 1] == "on" and "-kvu" in args
@@ -77,13 +82,13 @@ def test_it_gives_batched_bench_the_batch_sizes_twice_with_the_campaigns_npp_and
 
 def test_it_keeps_the_second_pass_and_drops_the_warm_up() -> None:
     rows = parse_batched_bench_jsonl(THRICE.read_text())
-    kept = sweep.measured_rows(rows, [1, 2, 4])
+    kept = sweep.measured_rows(rows[2:], [1, 2, 4], warmup=[1, 2])  # as if run with -npl 1,2,1,2,4
     assert [row["batch_size"] for row in kept] == [1, 2, 4]
     assert kept == rows[4:7]
     # The warm-up is what the issue measured: slower than the passes after it in the same process.
     assert rows[1]["tg_tps"] < kept[1]["tg_tps"]
     aborted = parse_batched_bench_jsonl((REFERENCE / "batched-bench.ctx-too-small.stdout").read_text())
-    assert aborted and sweep.measured_rows(aborted, [1, 2, 16]) == []  # it died in its warm-up
+    assert aborted and sweep.measured_rows(aborted, [1, 2, 16], warmup=[1, 2]) == []  # it died in its warm-up
 
 
 def test_it_runs_mirrored_rounds_and_records_an_abort_with_its_exit_code(tmp_path: Path) -> None:
@@ -91,7 +96,7 @@ def test_it_runs_mirrored_rounds_and_records_an_abort_with_its_exit_code(tmp_pat
     aborting = replaying_tool(tmp_path / "bad", REFERENCE / "batched-bench.ctx-too-small.stdout", 134)
     seen: list[str] = []
     states = iter([{"n": 1}, {"n": 2}])
-    runs, flags, sampled = sweep.run_sweep(
+    runs, flags, sampled, stop = sweep.run_sweep(
         [("upstream", good, {}), ("01", aborting, {"GGML_X": "1"})],
         Path("m.gguf"),
         settings(),
@@ -107,31 +112,34 @@ def test_it_runs_mirrored_rounds_and_records_an_abort_with_its_exit_code(tmp_pat
     ]
     assert sampled == [{"n": 1}, {"n": 2}]  # one reading before every round
     assert runs[1]["exit_code"] == 134 and runs[1]["rows"] == []
-    assert [row["batch_size"] for row in runs[0]["rows"]] == [1, 2, 4]  # rows outside the sweep are dropped
-    assert flags == ["high_spread", "sweep_row_missing"]  # 01 has no cell at all: nothing is precise
+    assert sorted(row["batch_size"] for row in runs[0]["rows"]) == [1, 2, 4]  # rows outside the sweep are dropped
+    assert flags == ["target_not_reached", "sweep_row_missing"]  # 01 has no cell at all: nothing is precise
+    assert stop["reason"] == "rounds"
     assert any("upstream round 1" in detail and "warm-up, batch 1" in detail for detail in seen)
     assert (tmp_path / "logs" / "batched-bench-002-01-rep1.cmd").read_text().startswith("GGML_X=1 ")
 
 
-def test_it_stops_after_two_rounds_when_every_cell_is_within_the_target(tmp_path: Path) -> None:
+def test_it_stops_at_the_first_block_whose_median_cell_is_within_the_target(tmp_path: Path) -> None:
     base = noisy_tool(tmp_path / "a", [1.000, 1.000, 1.0, 1.0])
     new = noisy_tool(tmp_path / "b", [1.200, 1.201, 1.2, 1.2])
-    runs, flags, _ = sweep.run_sweep(
+    runs, flags, _, stop = sweep.run_sweep(
         [("A", base, {}), ("B", new, {})], Path("m"), settings(max_reps=10), tmp_path / "l", lambda *_: None
     )
-    assert len({run["rep"] for run in runs}) == 2 and flags == []
+    # Two rounds leave 1 degree of freedom (t = 12.7): never ±1%; the second block of two rounds is.
+    assert len({run["rep"] for run in runs}) == 4 and flags == [] and stop["reason"] == "target"
 
 
 def test_it_adds_mirrored_pairs_while_a_cell_is_wide_and_flags_the_cap(tmp_path: Path) -> None:
     noise = [1.0, 1.05, 0.96, 1.03, 0.98, 1.04, 0.95, 1.02]
     base = noisy_tool(tmp_path / "a", [1.0] * 8)
     new = noisy_tool(tmp_path / "b", noise)
-    runs, flags, _ = sweep.run_sweep(
+    runs, flags, _, stop = sweep.run_sweep(
         [("A", base, {}), ("B", new, {})], Path("m"), settings(max_reps=7), tmp_path / "l", lambda *_: None
     )
-    assert [run["variant"] for run in runs][4:8] == ["A", "B", "B", "A"]  # the third pair, mirrored
-    assert len({run["rep"] for run in runs}) == 6  # the cap rounds down to whole pairs
-    assert flags == ["high_spread"]
+    assert [run["variant"] for run in runs][:8] == ["A", "B", "B", "A", "B", "A", "A", "B"]  # blocks and mirrors
+    assert len({run["rep"] for run in runs}) == 6  # the cap rounds down to whole blocks
+    # The spread (3-5% between runs) is not above HIGH_SPREAD: the target was missed, the spread is not high.
+    assert flags == ["target_not_reached"] and stop["reason"] == "rounds"
 
 
 def test_it_stops_adding_pairs_when_the_next_would_end_past_the_time_cap(tmp_path: Path) -> None:
@@ -140,16 +148,16 @@ def test_it_stops_adding_pairs_when_the_next_would_end_past_the_time_cap(tmp_pat
     hurried = SweepSettings(
         npp=128, ntg=32, batch_sizes=(1, 2), reps=2, max_reps=8, flash_attn=True, n_gpu_layers=99, max_seconds=0.001
     )
-    runs, flags, _ = sweep.run_sweep([("A", base, {}), ("B", new, {})], Path("m"), hurried, tmp_path / "l", print)
-    assert len({run["rep"] for run in runs}) == 2 and "high_spread" in flags
+    runs, flags, _, stop = sweep.run_sweep([("A", base, {}), ("B", new, {})], Path("m"), hurried, tmp_path / "l", print)
+    assert len({run["rep"] for run in runs}) == 2 and "target_not_reached" in flags and stop["reason"] == "time"
 
 
 def test_it_runs_one_round_when_asked_and_says_that_is_not_standard(tmp_path: Path) -> None:
     good = replaying_tool(tmp_path / "good", THRICE, 0)
-    runs, flags, _ = sweep.run_sweep(
+    runs, flags, _, stop = sweep.run_sweep(
         [("A", good, {}), ("B", good, {})], Path("m"), settings(reps=1, max_reps=10), tmp_path / "l", lambda *_: None
     )
-    assert len(runs) == 2 and "high_spread" in flags
+    assert len(runs) == 2 and flags == [] and stop["reason"] == "minimum"
     assert sweep.planned_differences(settings(reps=1), CAMPAIGN_SWEEP) == ["1 round instead of at least 2"]
     assert sweep.sweep_differences(settings().as_payload(runs), CAMPAIGN_SWEEP) == ["1 round instead of at least 2"]
 
@@ -195,9 +203,15 @@ def test_it_shows_the_seed_format_with_the_half_width_of_the_interval() -> None:
         {"variant": "upstream", "rep": 2, "seq": 4, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 148.0}]},
     ]
     text = table(_payload(runs))
-    assert "148.0→209.9 (+42%) ±5.6%" in text  # two rounds: t with 1 degree of freedom is wide
     patched = next(cell for cell in cells(_payload(runs)) if cell["variant"] == "01")
-    assert patched["n_rounds"] == 2 and round(patched["speedup"], 4) == round(209.9 / 148.0, 4)
+    # The printed change is the centre of the interval printed beside it, and both bounds are kept.
+    assert patched["n_rounds"] == 2 and patched["speedup"] ** 2 == pytest.approx(patched["ci_low"] * patched["ci_high"])
+    low, high = (patched["ci_low"] - 1) * 100, (patched["ci_high"] - 1) * 100
+    assert (
+        f"148.0→{148.0 * patched['speedup']:.1f} ({(patched['speedup'] - 1) * 100:+.1f}%) [{low:+.1f}%, {high:+.1f}%]"
+        in text
+    )
+    assert patched["verdict"] == "faster" and "verdict at min_effect 2%" in text
 
 
 def test_it_reads_a_real_cpu_run_given_the_list_twice_at_verbosity_4(recorded: Any) -> None:
@@ -205,8 +219,8 @@ def test_it_reads_a_real_cpu_run_given_the_list_twice_at_verbosity_4(recorded: A
     stdout = recorded("cpu/batched-bench.warmup-lv4.stdout")
     assert all(line.startswith("{") for line in stdout.splitlines() if line)  # -lv 4 writes its lines to stderr only
     rows = parse_batched_bench_jsonl(stdout)
-    assert [row["batch_size"] for row in sweep.measured_rows(rows, [1, 2, 4])] == [1, 2, 4]
-    assert sweep.measured_rows(rows, [1, 2, 4])[0] == rows[3]
+    assert [row["batch_size"] for row in sweep.measured_rows(rows, [1, 2, 4], warmup=[1, 2, 4])] == [1, 2, 4]
+    assert sweep.measured_rows(rows, [1, 2, 4], warmup=[1, 2, 4])[0] == rows[3]
     # A CPU build at -ngl 99 says nothing of offloading: on a device backend that stops the run.
     with pytest.raises(AgentError) as error:
         check_offload(recorded("cpu/batched-bench.warmup-lv4.stderr"), "CUDA0", "upstream")
@@ -227,4 +241,4 @@ def test_it_calls_the_generation_check_inconclusive_where_the_baseline_loops_too
     lines = table(payload).splitlines()
     assert any(line.startswith("upstream at") and "generation 1/2 degenerate, 2/2 identical" in line for line in lines)
     patched = next(line for line in lines if line.startswith("01 at"))
-    assert "generation 1/1 degenerate, 1 inconclusive (the baseline loops there too), 1/2 identical" in patched
+    assert "generation 1/1 degenerate, 1 not judged (the baseline is degenerate there too), 1/2 identical" in patched

@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
 from benchhub_agent.tools import parse_batched_bench_jsonl
 from benchhub_protocol import rounds
 from benchhub_protocol.rounds import HALF_WIDTH_TARGET, half_width, high_spread, ratio_interval, round_ratios
@@ -53,25 +54,46 @@ def test_it_uses_student_quantiles_beyond_its_table() -> None:
     assert abs(rounds.t_quantile(100) - 1.9840) < 1e-3
 
 
-def test_it_flags_high_spread_only_while_a_cell_is_wider_than_the_target() -> None:
-    tight = [1.000, 1.004, 0.997, 1.001]
-    loose = [1.00, 1.05, 0.95, 1.02]
-    assert (half_width(tight) or 1) <= HALF_WIDTH_TARGET < (half_width(loose) or 0)
+def _sweep(spread: float, n_rounds: int, seed: int = 1) -> dict[str, Any]:
+    """Three identical builds in the agent's balanced order, each run's speed off by `spread` (log SD)."""
+    import random
 
-    def sweep(ratios_by_size: dict[int, list[float]]) -> dict[str, Any]:
-        runs = []
-        for rep in range(1, 5):
-            runs.append(_run("base", rep, dict.fromkeys(ratios_by_size, 100.0)))
-            runs.append(_run("new", rep, {size: 100.0 * r[rep - 1] for size, r in ratios_by_size.items()}))
-        return {"batch_sizes": list(ratios_by_size), "runs": runs}
+    from benchhub_agent.sweep import interleaved_round
 
-    assert not high_spread(sweep({1: tight, 8: tight}), "base")
-    assert high_spread(sweep({1: tight, 8: loose}), "base")
+    rng = random.Random(seed)
+    runs = []
+    for index in range(n_rounds):
+        for name in interleaved_round(["A", "B", "C"], index):
+            runs.append(_run(name, index + 1, {1: 100.0 * math.exp(rng.gauss(0, spread))}))
+            runs[-1]["seq"] = len(runs)
+    return {"batch_sizes": [1], "runs": runs}
 
 
-def test_it_counts_a_cell_without_two_rounds_as_not_precise() -> None:
-    runs = [_run("base", 1, {1: 100.0}), _run("new", 1, {1: 100.0})]
-    assert high_spread({"batch_sizes": [1], "runs": runs}, "base")
+def test_it_calls_the_spread_high_only_when_the_runs_spread_is_high() -> None:
+    # Two rounds of a quiet machine are not "high spread", however wide their interval still is.
+    quiet = _sweep(0.004, 2)
+    assert not high_spread(quiet, "A") and not rounds.target_reached(quiet, "A", HALF_WIDTH_TARGET)
+    assert not high_spread(_sweep(0.02, 30), "A")  # the H200's 2%
+    assert high_spread(_sweep(0.08, 30), "A")
+    assert rounds.HIGH_SPREAD == 0.05
+
+
+def test_it_reaches_the_target_on_the_median_cell() -> None:
+    assert rounds.target_half_width(0.02) == HALF_WIDTH_TARGET == 0.01
+    assert rounds.target_half_width(0.05) == 0.025 and rounds.target_half_width(None) == 0.01
+    assert rounds.target_reached(_sweep(0.005, 12), "A", 0.01)
+    assert not rounds.target_reached(_sweep(0.05, 12), "A", 0.01)
+
+
+def test_it_takes_position_effects_out_of_the_spread_and_the_centre() -> None:
+    """A second position 3% slow (run 1 of the reference, 2.1%): balanced, it moves no ratio and widens nothing."""
+    sweep = _sweep(0.0, 6)
+    positions = rounds.run_positions(sweep["runs"])
+    for run in sweep["runs"]:
+        if positions[(run["variant"], run["rep"])] == 1:
+            run["rows"][0]["tg_tps"] *= 0.97
+    found = rounds.cell_estimate(sweep["runs"], "B", "A", 1)
+    assert found is not None and found.ratio == pytest.approx(1.0) and (found.spread or 0) < 1e-9
 
 
 def test_it_holds_1_in_the_recorded_h200_a_a_run() -> None:

@@ -21,7 +21,7 @@ CTX_ALIGN = 256
 DEFAULT_MAX_ROUNDS = MAX_ROUNDS  # the protocol's cap; the time budget usually ends a noisy sweep first
 DEFAULT_MAX_SECONDS = 15 * 60  # of sweep, where the campaign states no `max_seconds`: no block starts past it
 # Batch sizes run once before the measured pass and dropped: on an H200 the first two rows of a process ran
-# 6.5% and 18% slow, the later ones within 1% (../shared/reference/aa-h200-0c1e570), so a full warm-up pass
+# 6.5% and 18% slow, the later ones within 1% (tests/agent/fixtures/aa-h200), so a full warm-up pass
 # would only cost time.
 WARMUP_SIZES = 2
 # llama.cpp prints its library's INFO lines (where `offloaded N/M layers to GPU` is) from verbosity 4 on.

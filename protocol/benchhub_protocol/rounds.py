@@ -21,13 +21,12 @@ from typing import Any
 
 from benchhub_protocol import stats
 
-DEFAULT_MIN_EFFECT = (
-    0.02  # a campaign's smallest effect worth reporting, where it states none (docs/protocol.md section 6)
-)
+# A campaign's smallest effect worth reporting, where it states none (docs/protocol.md section 6).
+DEFAULT_MIN_EFFECT = 0.02
 TARGET_SHARE_OF_MIN_EFFECT = 0.5  # the sweep aims for a half-width of min_effect / 2 in its median cell
 HALF_WIDTH_TARGET = DEFAULT_MIN_EFFECT * TARGET_SHARE_OF_MIN_EFFECT  # ±1% at the default min_effect
 # Per-process SD of log decode speed above which a machine's spread is "high": one H200 measured 1.8-3.0%
-# (../shared/reference/aa-agent-h200-0c1e570); above 5% the machine is busy or throttling.
+# (tests/agent/fixtures/aa-agent-h200); above 5% the machine is busy or throttling.
 HIGH_SPREAD = 0.05
 # A run-to-run SD of a cell's ratio that one sweep cannot see (the same binaries, another sweep, another
 # day), added in quadrature to the within-sweep standard error.

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchhub_protocol import payloads
 from benchhub_protocol.envelope import REGISTRATION_TYPE, Signer, envelope_bytes, sign
 from benchhub_protocol.schema import SchemaViolation, validate_registration
 
@@ -93,7 +94,7 @@ def now_rfc3339() -> str:
 def registration_envelope(handle: str, new_key: Signer, existing_key: Signer | None = None) -> dict[str, Any]:
     """Signed by the key being registered; linking a second key to a handle adds a signature by a key
     already on it (docs/protocol.md 3)."""
-    payload = {"schema_version": 1, "handle": handle, "public_key": new_key.public_key_b64, "created_at": now_rfc3339()}
+    payload = payloads.registration(new_key, handle, now_rfc3339())
     try:
         validate_registration(payload)
     except SchemaViolation as error:

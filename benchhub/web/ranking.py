@@ -59,7 +59,7 @@ class HeadlineRow(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Headline:
+class LineFigure:
     """The geometric-mean speedup over BS 2–8 of a line: for crowd lines the typical machine's
     figure over each machine's geometric mean, with its interval; for published lines the geometric mean of
     the published speedups, with none."""
@@ -93,18 +93,18 @@ class Headline:
         return prediction_note(self.predict_low, self.predict_high, self.predict_level)
 
 
-def headline(points: Iterable[tuple[int, float]]) -> Headline | None:
+def headline(points: Iterable[tuple[int, float]]) -> LineFigure | None:
     """A published line's headline: the geometric mean of its speedups at BS 2–8 (no interval)."""
     used = sorted((bs, value) for bs, value in points if HEADLINE_FROM <= bs <= HEADLINE_TO)
     if not used:
         return None
-    return Headline(geometric_mean(value for _, value in used), None, None, None, 0, tuple(bs for bs, _ in used))
+    return LineFigure(geometric_mean(value for _, value in used), None, None, None, 0, tuple(bs for bs, _ in used))
 
 
-def stored_headline(row: HeadlineRow | None) -> Headline | None:
+def stored_headline(row: HeadlineRow | None) -> LineFigure | None:
     if row is None or row.speedup is None:
         return None
-    return Headline(
+    return LineFigure(
         row.speedup,
         row.ci_low,
         row.ci_high,
@@ -140,7 +140,7 @@ class RankLine(ChipNamed):
     gpu_cores: int | None
     model: str
     quant: str
-    headline: Headline | None
+    headline: LineFigure | None
     verdict: str
     curve: tuple[tuple[int, float], ...]  # (batch size, speedup) for the sparkline
     reference: bool = False  # a published row: not signed, never part of crowd medians

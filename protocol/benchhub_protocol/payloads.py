@@ -134,12 +134,17 @@ def submission(
     }
 
 
+def registration(signer: envelope.Signer, handle: str, created_at: str = CREATED_AT) -> dict[str, Any]:
+    """The registration payload of `signer`'s key under `handle` (docs/protocol.md section 3)."""
+    return {"schema_version": 1, "handle": handle, "public_key": signer.public_key_b64, "created_at": created_at}
+
+
 def signed_registration(
     signer: envelope.Signer, handle: str, *vouchers: envelope.Signer, created_at: str = CREATED_AT
 ) -> bytes:
     """The envelope that registers `signer` under `handle`; with vouchers (keys already on the
     handle) it links a further machine's key."""
-    payload = {"schema_version": 1, "handle": handle, "public_key": signer.public_key_b64, "created_at": created_at}
+    payload = registration(signer, handle, created_at)
     return envelope.envelope_bytes(envelope.sign(payload, envelope.REGISTRATION_TYPE, [signer, *vouchers]))
 
 

@@ -75,16 +75,24 @@ def refresh_cells_for_submission(submission_id: str) -> int:
     return cells.refresh_submission_cells(submission_id)
 
 
+# How far back end_probation looks for keys that left probation: the sweeper runs every minute, so a
+# week covers any outage it could have; older cases are what `rebuild_cells` is for.
+PROBATION_LOOKBACK = timedelta(days=7)
+
+
 def end_probation() -> int:
     """Submissions whose key left probation after their cells were last refreshed wait again, so
-    the sweeper brings them in. Returns how many."""
+    the sweeper brings them in. Returns how many. Reads only the keys that left probation within
+    PROBATION_LOOKBACK (a small set), then their submissions by key."""
     probation = timedelta(seconds=settings.BENCHHUB_KEY_PROBATION_S)
     if not probation:
         return 0
+    ended = timezone.now() - probation
     return Submission.objects.filter(
+        key__created_at__lte=ended,
+        key__created_at__gt=ended - PROBATION_LOOKBACK,
         cells_refreshed_at__isnull=False,
         cells_refreshed_at__lt=F("key__created_at") + probation,
-        key__created_at__lte=timezone.now() - probation,
     ).update(cells_refreshed_at=None)
 
 

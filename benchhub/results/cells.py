@@ -202,8 +202,11 @@ def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
     # Listed after the lock and before the read: every submission listed has committed, so the read
     # below sees its rows. One that commits later stays waiting for its own queued refresh.
     waiting = list(group.waiting_submissions().values_list("pk", flat=True))
-    held = claims.held_submissions(group.model_sha256)
-    _mark_held(group, held)
+    # A file never disputed (nearly every one) costs one small query on its claims, not its submissions.
+    held: set[Any] = set()
+    if claims.in_dispute(group.model_sha256):
+        held = claims.held_submissions(group.model_sha256)
+        _mark_held(group, held)
     cells, headlines = compute_cells(group, held)
     LeaderboardCell.objects.filter(**group.filter()).delete()
     LeaderboardCell.objects.bulk_create(cells)

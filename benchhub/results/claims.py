@@ -42,10 +42,7 @@ def winner(sha256: str, machines_by_claim: dict[Identity, set[int]]) -> Identity
 
 
 def held_submissions(sha256: str) -> set[Any]:
-    """The submissions held because their claim about the file conflicts with another. A file
-    never disputed (nearly every file) costs one small query on its claims, not its submissions."""
-    if not in_dispute(sha256):
-        return set()
+    """The submissions held because their claim about the file conflicts with another."""
     active = _active(sha256)
     machines: dict[Identity, set[int]] = defaultdict(set)
     for _, key, claim in active:

@@ -177,7 +177,12 @@ def test_it_counts_one_measurement_once_whoever_signs_it_again(
     payload = build_payload()
     first = api.submit(payload, ada).json()["id"]
     resigned = {**payload, "nonce": "e" * 32, "created_at": "2026-11-30T08:00:00Z"}
-    resigned["sweep"] = {**payload["sweep"], "runs": list(reversed(payload["sweep"]["runs"]))}
+    # Another order of runs, renumbered, other timings: the same measured rows all the same.
+    runs = [
+        {**run, "seq": seq, "rows": [{**row, "t_pp_s": row["t_pp_s"] + 0.01} for row in run["rows"]]}
+        for seq, run in enumerate(reversed(payload["sweep"]["runs"]), start=1)
+    ]
+    resigned["sweep"] = {**payload["sweep"], "runs": runs}
     again = api.submit(resigned, bob)
     assert again.status_code == 409, again.json()
     assert (again.json()["error"], again.json()["submission"]) == ("duplicate_measurement", first)

@@ -21,7 +21,7 @@ import pytest
 import requests
 from benchhub_agent import build, campaign, source
 from benchhub_agent.dirs import home
-from benchhub_agent.sweep import measured_rows
+from benchhub_agent.sweep import WARMUP_SIZES, measured_rows
 from benchhub_agent.tools import parse_batched_bench_jsonl, run_tool
 from django.core.management import call_command
 
@@ -115,7 +115,8 @@ def medians_printed_by_the_tool(logs: Path) -> dict[tuple[str, int], float]:
     values: dict[tuple[str, int], list[float]] = {}
     for stdout in sorted(logs.glob("batched-bench-*.stdout")):
         variant = stdout.name.split("-", 3)[3].rsplit("-rep", 1)[0]
-        for row in measured_rows(parse_batched_bench_jsonl(stdout.read_text()), BATCH_SIZES):  # warm-up dropped
+        rows = parse_batched_bench_jsonl(stdout.read_text())
+        for row in measured_rows(rows, BATCH_SIZES, BATCH_SIZES[:WARMUP_SIZES]):  # the warm-up rows dropped
             values.setdefault((variant, row["batch_size"]), []).append(row["tg_tps"])
     return {key: statistics.median(reps) for key, reps in values.items()}
 
@@ -140,7 +141,8 @@ def test_it_builds_measures_signs_and_publishes_a_real_run(agent_home: Path, liv
         "--batch-sizes",
         ",".join(map(str, BATCH_SIZES)),
         # The campaign's npp/ntg (other settings would be flagged nonstandard_sweep and kept out of the
-        # cells); one mirrored pair of rounds (fewer is never standard) and two batch sizes keep it fast.
+        # cells); one balanced block of rounds (3 rotated rounds for 3 variants: the fewest standard sweep)
+        # and two batch sizes keep it fast.
         "--reps",
         "2",
         "--max-reps",
@@ -182,7 +184,8 @@ def test_it_builds_measures_signs_and_publishes_a_real_run(agent_home: Path, liv
     assert all(entry["identical_to_baseline"] for entry in payload["generation"])
     assert all(entry["n_tokens"] > 0 for entry in payload["generation"])
     assert "variant_output_mismatch" not in payload["flags"] and "correctness_failed" not in payload["flags"]
-    assert len(payload["sweep"]["runs"]) == 6 and all(run["exit_code"] == 0 for run in payload["sweep"]["runs"])
+    # --reps 2 rounds up to one whole block: 3 rounds of the 3 variants, each variant once in each position.
+    assert len(payload["sweep"]["runs"]) == 9 and all(run["exit_code"] == 0 for run in payload["sweep"]["runs"])
     assert submission["id"] == summary["id"] and "nonstandard_sweep" not in submission["flags"]
 
     printed = medians_printed_by_the_tool(logs)

@@ -10,7 +10,6 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from benchhub.api import examples
-from benchhub.results import moderation
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
 from benchhub.web.models import ReferenceRow
 
@@ -149,7 +148,7 @@ class SubmissionSerializer(serializers.ModelSerializer[Submission]):
         )
 
     def get_state_reason(self, submission: Submission) -> str:
-        return moderation.public_reason(submission)
+        return submission.state_reason
 
     def get_machine(self, submission: Submission) -> dict[str, Any]:
         m = submission.machine

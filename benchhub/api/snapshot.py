@@ -16,7 +16,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from benchhub.accounts.models import Contributor
-from benchhub.results import moderation
 from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.models import Campaign, Submission
 
@@ -82,7 +81,7 @@ def records(manifest_of: Callable[[Campaign], dict[str, Any]]) -> Iterator[bytes
                 "envelope": bytes(submission.raw.body).decode("utf-8"),
                 "state": state(submission),
                 "held": submission.held_back,
-                "reason": moderation.public_reason(submission),
+                "reason": submission.state_reason,
                 "withdrawn_at": submission.withdrawn_at.isoformat() if submission.withdrawn_at else None,
                 "withdrawal": bytes(submission.withdrawal).decode("utf-8") if submission.withdrawal else None,
             }

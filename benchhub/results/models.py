@@ -203,7 +203,12 @@ class Submission(models.Model):
 
     @property
     def state_reason(self) -> str:
+        """Why it is not counted; withdrawing a submission a moderator hid keeps why it was hidden."""
         if self.withdrawn_at is not None:
+            if self.hidden:
+                return "withdrawn by its contributor; hidden by a moderator before: " + (
+                    self.moderation_reason or "no reason given"
+                )
             return "withdrawn by its contributor"
         if self.hidden:
             return self.moderation_reason or "hidden by a moderator"

@@ -93,28 +93,26 @@ def withdraw(submission: Submission, signed: bytes) -> bool:
     return True
 
 
-def set_banned(keys: Iterable[PublicKey], banned: bool, actor: Actor, reason: str = "") -> int:
-    """Ban (or unban) keys: later submissions signed by a banned key are refused with 403."""
-    action = ModerationEvent.Action.BAN_KEY if banned else ModerationEvent.Action.UNBAN_KEY
+def _set_field(
+    rows: Iterable[PublicKey] | Iterable[Contributor], field: str, value: bool, action: str, actor: Actor, reason: str
+) -> int:
+    """Set a moderator's flag on each key or contributor that differs, each with its audit line."""
     changed = 0
-    for key in keys:
-        if key.banned == banned:
+    for row in rows:
+        if getattr(row, field) == value:
             continue
         with transaction.atomic():
-            key.banned = banned
-            key.save(update_fields=["banned"])
-            _audit(actor, action, key.keyid, reason)
+            setattr(row, field, value)
+            row.save(update_fields=[field])
+            _audit(actor, action, row.keyid if isinstance(row, PublicKey) else row.handle, reason)
         changed += 1
     return changed
 
 
-def public_reason(submission: Submission) -> str:
-    """Its state's reason, and a moderator's reason beside a withdrawal's: withdrawing a submission a
-    moderator hid must not erase why it was hidden."""
-    reason = submission.state_reason
-    if submission.withdrawn_at is not None and submission.hidden:
-        reason += "; hidden by a moderator before: " + (submission.moderation_reason or "no reason given")
-    return reason
+def set_banned(keys: Iterable[PublicKey], banned: bool, actor: Actor, reason: str = "") -> int:
+    """Ban (or unban) keys: later submissions signed by a banned key are refused with 403."""
+    action = ModerationEvent.Action.BAN_KEY if banned else ModerationEvent.Action.UNBAN_KEY
+    return _set_field(keys, "banned", banned, action, actor, reason)
 
 
 @transaction.atomic
@@ -135,16 +133,7 @@ def retire_keys(keys: Iterable[PublicKey], actor: Actor, reason: str) -> tuple[i
 def set_demo(contributors: Iterable[Contributor], demo: bool, actor: Actor, reason: str = "") -> int:
     """Mark contributors as demo data ("examples, not measurements" on their pages) or as real."""
     action = ModerationEvent.Action.MARK_DEMO if demo else ModerationEvent.Action.MARK_REAL
-    changed = 0
-    for contributor in contributors:
-        if contributor.is_demo == demo:
-            continue
-        with transaction.atomic():
-            contributor.is_demo = demo
-            contributor.save(update_fields=["is_demo"])
-            _audit(actor, action, contributor.handle, reason)
-        changed += 1
-    return changed
+    return _set_field(contributors, "is_demo", demo, action, actor, reason)
 
 
 def delete_contributor(contributor: Contributor, actor: Actor, reason: str = "") -> None:

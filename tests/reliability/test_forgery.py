@@ -84,7 +84,8 @@ def _set_padding_bits(text: str) -> str:
 def test_it_refuses_an_envelope_whose_base64_has_padding_bits_set(api: Api, ada: envelope.Signer, part: str) -> None:
     """Set padding bits are a one-bit tamper that Python's decoder alone would not notice."""
     # A payload whose length is not a multiple of 3 bytes, so its base64 has padding bits to set.
-    lengths = (json.loads(signed_submission(build_payload(model={"label": "x" * n}), ada)) for n in range(1, 4))
+    # Each payload's length varies with its nonce (the prompt rates derive from it): try until one pads.
+    lengths = (json.loads(signed_submission(build_payload(model={"label": "x" * (n % 3 + 1)}), ada)) for n in range(60))
     env = next(env for env in lengths if env["payload"].endswith("="))
     target = env if part == "payload" else env["signatures"][0]
     target[part] = _set_padding_bits(target[part])

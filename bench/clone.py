@@ -62,6 +62,12 @@ def create_from_template(source: str, target: str) -> str:
     return "pg_dump | pg_restore (the source had other connections)"
 
 
+def row(cursor: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    found = cursor.fetchone()
+    assert found is not None, "an aggregate returns one row"
+    return tuple(found)
+
+
 def references(cursor: psycopg.Cursor[Any]) -> dict[tuple[str, str], str]:
     """(table, column) -> the table its foreign key points at."""
     rows = cursor.execute(
@@ -137,7 +143,7 @@ def run(source: str, target: str, copies: int) -> None:
         raise SystemExit("the clone writes only a new database named bh_perf_*, never its source")
     lines = []
     with psycopg.connect(source) as connection:
-        source_bytes = connection.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        [source_bytes] = row(connection.execute("SELECT pg_database_size(current_database())"))
     free = shutil.disk_usage("/work").free
     need = source_bytes * copies
     lines.append(f"disk: {free / 2**30:.1f} GiB free, the clone needs about {need / 2**30:.1f} GiB")
@@ -149,11 +155,11 @@ def run(source: str, target: str, copies: int) -> None:
     with psycopg.connect(target, autocommit=True) as connection, connection.cursor() as cursor:
         refs = references(cursor)
         offsets = {
-            table: cursor.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0]
+            table: row(cursor.execute(f"SELECT coalesce(max(id), 0) FROM {table}"))[0]
             for table in COPIED
             if table not in UUID_KEYED
         }
-        low, high = cursor.execute("SELECT min(received_at), max(received_at) FROM results_submission").fetchone()
+        low, high = row(cursor.execute("SELECT min(received_at), max(received_at) FROM results_submission"))
         span = timedelta(hours=1) + (high - low)
         for copy in range(1, copies):
             if shutil.disk_usage("/work").free < KEEP_FREE_BYTES:
@@ -174,7 +180,7 @@ def run(source: str, target: str, copies: int) -> None:
         step = time.perf_counter()
         cursor.execute("VACUUM ANALYZE")
         lines.append(f"VACUUM ANALYZE: {time.perf_counter() - step:.0f} s")
-        size = cursor.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        [size] = row(cursor.execute("SELECT pg_database_size(current_database())"))
         lines.append(f"database size after the copies: {size / 2**30:.2f} GiB")
     report(f"clone: {target.rsplit('/', 1)[1]} from {source.rsplit('/', 1)[1]} x{copies}", lines)
 

@@ -3,8 +3,9 @@
 # 16-core device, docs/performance.md section 8) into DEST (default ./scaleout-bundle, gitignored):
 #   scaleout_device.sh   the command the device runs (a copy of scripts/scaleout_device.sh)
 #   bundle.tar.xz        python/  this machine's CPython (its .venv's base), the stdlib without its tests,
-#                                 and the .venv's runtime site-packages (no dev tools, no editable links)
-#                                 plus matplotlib's wheels, installed --no-index from WHEELS if given
+#                                 and the .venv's runtime site-packages (no dev tools, no editable links),
+#                                 plus matplotlib's wheels from WHEELS if given (about 20 MiB more: over
+#                                 the 64 MiB a device call carries, so the PNG is drawn from scaleout.json here)
 #                        pg/      PostgreSQL 15's server binaries, modules and share/ at their Debian paths
 #                                 under pg/ (PostgreSQL finds share/ and lib/ relative to its binary)
 #                        redis/   redis-server
@@ -27,6 +28,7 @@ PG_SHARE=$(pg_config --sharedir)
 VERSION=$("$VENV/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
+chmod 755 "$STAGE"
 
 echo "python: $PYTHON_HOME ($VERSION); PostgreSQL: $PG_BIN; staging in $STAGE"
 mkdir -p "$STAGE"/{python/bin,python/lib,pg,redis,lib,src}
@@ -36,17 +38,19 @@ cp -a "$PYTHON_HOME/bin/python$VERSION" "$STAGE/python/bin/"
 cp -a "$PYTHON_HOME"/lib/libpython"$VERSION"*.so* "$STAGE/python/lib/" 2>/dev/null || true
 tar -C "$PYTHON_HOME/lib" -cf - --exclude="python$VERSION/test" --exclude="python$VERSION/site-packages" \
     --exclude="python$VERSION/idlelib" --exclude="python$VERSION/tkinter" --exclude="python$VERSION/ensurepip" \
-    --exclude="python$VERSION/lib2to3" --exclude='__pycache__' --exclude="python$VERSION/config-*" "python$VERSION" |
+    --exclude="python$VERSION/lib2to3" --exclude='__pycache__' --exclude='_tkinter*' --exclude="python$VERSION/config-*" "python$VERSION" |
     tar -C "$STAGE/python/lib" -xf -
 SITE="$STAGE/python/lib/python$VERSION/site-packages"
 mkdir -p "$SITE"
 DEV_ONLY='mypy* mypyc* *__mypyc* selenium* schemathesis* hypothesis* trio* pytest* _pytest* py.py ruff* *stubs*
   types_* pip pip-* setuptools* _distutils_hack distutils-precedence.pth __editable__* benchhub-* benchhub_agent-*
   benchhub_protocol-* jsonschema_rs* markdown_it* mdurl* wsproto* outcome* sortedcontainers* harfile* pyrate_limiter*
-  werkzeug* graphql* starlette_testclient* hypothesis_graphql* junit_xml* pluggy* iniconfig* pathspec* librt*'
+  werkzeug* graphql* starlette_testclient* hypothesis_graphql* junit_xml* pluggy* iniconfig* pathspec* librt*
+  numpy* gguf* plotly/labextension plotly/package_data/widgetbundle.js'
 EXCLUDES=()
 for pattern in $DEV_ONLY; do EXCLUDES+=(--exclude="./$pattern"); done
-tar -C "$VENV/lib/python$VERSION/site-packages" -cf - "${EXCLUDES[@]}" --exclude='__pycache__' . | tar -C "$SITE" -xf -
+tar -C "$VENV/lib/python$VERSION/site-packages" -cf - "${EXCLUDES[@]}" --exclude='__pycache__' . |
+    tar -C "$SITE" -xf -
 if [ -n "$WHEELS" ]; then
     "$VENV/bin/python" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" --upgrade \
         $(ls "$WHEELS"/*.whl | grep -v -E '/(numpy|packaging|tzdata|python_dateutil)-')
@@ -64,17 +68,17 @@ mkdir -p "$STAGE/pg$PG_BIN" "$STAGE/pg$PG_LIB" "$STAGE/pg$PG_SHARE"
 for tool in postgres initdb pg_ctl psql; do cp -a "$PG_BIN/$tool" "$STAGE/pg$PG_BIN/"; done
 tar -C "$PG_LIB" -cf - --exclude='llvmjit*' --exclude=bitcode . | tar -C "$STAGE/pg$PG_LIB" -xf -
 cp -a "$PG_SHARE/." "$STAGE/pg$PG_SHARE/"
-cp -a "$(command -v redis-server)" "$STAGE/redis/"
+cp -L "$(command -v redis-server)" "$STAGE/redis/redis-server"
 # PostgreSQL (Debian) reads time zones from the system's tzdata; a bare machine may have none.
 mkdir -p "$STAGE/zoneinfo/Etc" && cp -L /usr/share/zoneinfo/UTC "$STAGE/zoneinfo/" && cp -L /usr/share/zoneinfo/UTC "$STAGE/zoneinfo/Etc/"
 
 # Every library the binaries and extension modules load, but glibc's (the device's own is newer).
 GLIBC='^(libc|libm|libpthread|libdl|librt|libresolv|libutil|libanl|libmvec|libBrokenLocale|libnss_.*|ld-linux-x86-64)\.so'
-find "$STAGE/python" "$STAGE/pg" "$STAGE/redis" -type f \( -name '*.so*' -o -perm -u+x \) -print0 |
-    xargs -0 -r ldd 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r library; do
+{ find "$STAGE/python" "$STAGE/pg" "$STAGE/redis" -type f \( -name '*.so*' -o -perm -u+x \) -print0 |
+    xargs -0 -r ldd 2>/dev/null || true; } | awk '/=> \// {print $3}' | sort -u | while read -r library; do
     name=$(basename "$library")
     case "$library" in "$STAGE"/*) continue ;; esac
-    if [[ ! $name =~ $GLIBC ]]; then cp -L "$library" "$STAGE/lib/$name"; fi
+    if [[ ! $name =~ $GLIBC ]] && [ ! -e "$STAGE/python/lib/$name" ]; then cp -L "$library" "$STAGE/lib/$name"; fi
 done
 
 # The project as committed (the device runs from it; its own checkout may be older).

@@ -15,6 +15,7 @@ WORK=${SCALEOUT_WORK:-/tmp/scaleout}
 OUT=${OUT:-$WORK/out}
 PGPORT=${PGPORT:-5432}
 REDISPORT=${REDISPORT:-6379}
+export PATH="$PATH:/usr/sbin:/sbin"
 mkdir -p "$WORK" "$OUT"
 chmod 755 "$WORK"
 exec > >(tee -a "$OUT/scaleout.log") 2>&1
@@ -23,6 +24,7 @@ echo "== $(date -u '+%F %T UTC') on $(nproc) cores, $(free -g | awk '/^Mem/ {pri
 tar -C "$WORK" -xJf "$HERE/bundle.tar.xz" ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$HERE/bundle.tar.xz" "$WORK" ||
     exit 1
+chmod 755 "$WORK" # the archive's root entry carries its staging folder's mode
 echo "unpacked in $(($(date +%s) - STARTED)) s; project at $(cat "$WORK/src/COMMIT")"
 LIBS="$WORK/python/lib:$WORK/lib"
 PY="$WORK/python/bin/python3"

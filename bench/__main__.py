@@ -7,6 +7,7 @@ reads     read latencies and CSV memory on --database (target 3)
 rebuild   manage.py rebuild_cells on --database (target 4)
 agent     the agent's own time on the real CPU end to end, run twice (target 5)
 validity  error rates of the verdicts by simulation with a known truth (docs/method.md); --quick, --write
+clone     --database as --copies copies of --source's state in SQL, new keys per copy, cells recomputed
 scaleout  N = 1, 2, 4, 8 gunicorn workers and Celery processes on one PostgreSQL (bench/scaleout.py; own options)
 all       state, ingest, latency, reads and rebuild, each a process of its own
 
@@ -25,7 +26,7 @@ import sys
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = ("state", "ingest", "latency", "reads", "rebuild", "agent", "validity", "all")
+VERBS = ("state", "ingest", "latency", "reads", "rebuild", "agent", "validity", "clone", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -96,6 +97,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=int, default=60, help="latency: how long to send")
     parser.add_argument("--repeats", type=int, default=30, help="reads: requests per endpoint")
     parser.add_argument("--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export")
+    parser.add_argument("--source", default=f"{HOST}/bh_perf_after_100k", help="clone: the state copied (read only)")
+    parser.add_argument("--copies", type=int, default=10, help="clone: how many times over")
     return parser
 
 
@@ -117,6 +120,13 @@ def main() -> None:
     if options.what == "all":
         for step in steps(options):
             subprocess.run([sys.executable, "-m", "bench", *step], check=True)
+        return
+    if options.what == "clone":
+        from bench import clone
+
+        clone.run(options.source, options.database, options.copies)
+        setup(options.database, options.redis)
+        clone.refresh()
         return
     setup(options.database, options.redis)
     from bench import ingest, latency, reads, rebuild, state

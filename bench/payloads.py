@@ -85,10 +85,7 @@ def payload(rng: random.Random, variants: list[VariantSpec], *, degenerate_share
     quant = rng.choice(QUANTS)
     model_name, architecture, n_params = rng.choice(MODELS)
     model = model_facts(model_name, architecture, n_params, quant)
-    # Decode at 30-80% of the chip's memory-bandwidth bound at batch size 1, as an honest run does
-    # (above it the server quarantines the submission: flags.implausible).
-    weights = sum(model["tensor_bytes_by_type"].values())
-    base = rng.uniform(0.3, 0.8) * plausibility.bandwidth_bytes_per_s(chip) / weights
+    base = rng.uniform(0.3, 0.7) * decode_bound(chip, model)
     gain = {variant.name: 1.0 + 0.08 * position + rng.uniform(-0.03, 0.05) for position, variant in enumerate(variants)}
 
     def rows(name: str, rep: int) -> list[dict[str, Any]]:
@@ -130,16 +127,28 @@ def payload(rng: random.Random, variants: list[VariantSpec], *, degenerate_share
     )
 
 
+# The chips without a published bandwidth are bounded by a ceiling above any GPU's; a crowd's Mac is not.
+TYPICAL_BYTES_PER_S = 300e9
+
+
+def decode_bound(chip: str, model: dict[str, Any]) -> float:
+    """Batch-1 decode rate at the chip's memory bandwidth (the service's plausibility bound without its
+    margin): drawing the base rate below it keeps the bench's submissions counted, not quarantined."""
+    bandwidth = plausibility.bandwidth_bytes_per_s(chip)
+    if bandwidth >= plausibility.CEILING_BYTES_PER_S:
+        bandwidth = TYPICAL_BYTES_PER_S
+    return bandwidth / sum(model["tensor_bytes_by_type"].values())
+
+
 def model_facts(model_name: str, architecture: str, n_params: int, quant: str) -> dict[str, Any]:
-    """Sizes that agree: the file is its tensors and a 1 MiB header."""
-    tensor_bytes = {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8}
+    tensors = {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8}
     return {
         "file_name": f"{model_name}-{quant}.gguf",
         "sha256": hashlib.sha256(f"{model_name}/{quant}".encode()).hexdigest(),
-        "size_bytes": sum(tensor_bytes.values()) + 2**20,
+        "size_bytes": sum(tensors.values()) + 2_000_000,  # the tensors and a GGUF header
         "architecture": architecture,
         "n_params": n_params,
         "file_type": quant,
         "label": f"{model_name} {quant}",
-        "tensor_bytes_by_type": tensor_bytes,
+        "tensor_bytes_by_type": tensors,
     }

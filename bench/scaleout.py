@@ -84,6 +84,7 @@ def run(options: argparse.Namespace) -> int:
     steps = [int(value) for value in options.steps.split(",")]
     common = ["--redis", options.redis]
     base = f"{options.host}/{BASE_DATABASE}"
+    drop_database(options.host, BASE_DATABASE)  # a state of this run's --size, by this code
     state = [sys.executable, "-m", "bench", "state", "--database", base, "--size", str(options.size)]
     subprocess.run([*state, "--processes", str(options.processes), *common], check=True)
     document: dict[str, Any] = {
@@ -127,12 +128,19 @@ def argv_of(options: argparse.Namespace, drain: float) -> list[str]:
     ]
 
 
-def copy_database(host: str, template: str, name: str) -> None:
-    """A fresh copy of the base state (a file copy inside PostgreSQL, no rows re-written)."""
+def drop_database(host: str, name: str) -> None:
     import psycopg
 
     with psycopg.connect(f"{host}/postgres", autocommit=True) as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def copy_database(host: str, template: str, name: str) -> None:
+    """A fresh copy of the base state (a file copy inside PostgreSQL, no rows re-written)."""
+    import psycopg
+
+    drop_database(host, name)
+    with psycopg.connect(f"{host}/postgres", autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
 
 
@@ -294,6 +302,11 @@ def run_step(options: argparse.Namespace, n: int) -> dict[str, Any]:
     # The crowd's keys are registered during the step; production's probation would hold their rows
     # out of the counts for a day, so the bench lifts it, as it lifts the throttles.
     env = {**service_env(database, options.redis), "BENCHHUB_KEY_PROBATION_S": "0"}
+    # Boards are cached per version of their cells, and every copy of the base counts its versions
+    # alike: an earlier copy's boards would be served for this one's. The bench's Redis db starts empty.
+    import redis
+
+    redis.Redis.from_url(options.redis).flushdb()
     stack = Stack(env, web_workers=n, worker_concurrency=n)
     polls: list[Poll] = []
     samples: list[Sample] = []

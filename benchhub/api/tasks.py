@@ -1,4 +1,5 @@
-"""The daily public snapshot, as a Celery beat task (the same as `manage.py write_snapshot`)."""
+"""The public snapshot, published by Celery beat every BENCHHUB_SNAPSHOT_INTERVAL_SECONDS (the same as
+`manage.py write_snapshot`), and queued by GET /api/v1/snapshot/ while there is none."""
 
 from __future__ import annotations
 

@@ -4,9 +4,11 @@ state     grow --database to --size submissions through ingest_submission, then 
 ingest    clients -> gunicorn + PostgreSQL + Celery worker and beat: accepted/s (target 1)
 latency   one client at --rate/s on --database: from a 201 to the cell on the leaderboard API (target 2)
 reads     read latencies and CSV memory on --database (target 3)
-rebuild   manage.py rebuild_cells on --database (target 4)
+rebuild   manage.py rebuild_cells on --database (target 4), then one refresh of its largest group
+group     one group of --machines machines built in --database, its refresh timed
 agent     the agent's own time on the real CPU end to end, run twice (target 5)
 validity  error rates of the verdicts by simulation with a known truth (docs/method.md); --quick, --write
+snapshot  write_snapshot on --database, then its file served to a slow client through nginx + gunicorn
 clone     --database as --copies copies of --source's state in SQL, new keys per copy, cells recomputed
 scaleout  N = 1, 2, 4, 8 gunicorn workers and Celery processes on one PostgreSQL (bench/scaleout.py; own options)
 all       state, ingest, latency, reads and rebuild, each a process of its own
@@ -26,7 +28,7 @@ import sys
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = ("state", "ingest", "latency", "reads", "rebuild", "agent", "validity", "clone", "all")
+VERBS = ("state", "ingest", "latency", "reads", "rebuild", "group", "agent", "validity", "clone", "snapshot", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -94,8 +96,11 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--web-workers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=10.0, help="latency: submissions per second")
-    parser.add_argument("--seconds", type=int, default=60, help="latency: how long to send")
+    parser.add_argument(
+        "--seconds", type=int, default=60, help="latency: how long to send; snapshot: how long the slow download lasts"
+    )
     parser.add_argument("--repeats", type=int, default=30, help="reads: requests per endpoint")
+    parser.add_argument("--machines", type=int, default=10_000, help="group: machines in the synthetic group")
     parser.add_argument("--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export")
     parser.add_argument("--source", default=f"{HOST}/bh_perf_after_100k", help="clone: the state copied (read only)")
     parser.add_argument("--copies", type=int, default=10, help="clone: how many times over")
@@ -129,7 +134,7 @@ def main() -> None:
         clone.refresh()
         return
     setup(options.database, options.redis)
-    from bench import ingest, latency, reads, rebuild, state
+    from bench import big_group, ingest, latency, reads, rebuild, snapshot, state
 
     {
         "state": lambda: state.grow(options.size, options.processes),
@@ -146,6 +151,8 @@ def main() -> None:
         ),
         "reads": lambda: reads.run(options.repeats, options.csv),
         "rebuild": rebuild.run,
+        "group": lambda: big_group.run(options.machines),
+        "snapshot": lambda: snapshot.run(options.database, options.redis, options.seconds, options.web_workers),
     }[options.what]()
 
 

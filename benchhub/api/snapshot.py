@@ -167,6 +167,7 @@ def publish(directory: Path, manifest_of: Callable[[Campaign], dict[str, Any]]) 
                 Path(partial.name).unlink()
                 raise
         os.chmod(partial.name, PUBLIC)
+        os.utime(partial.name, (generated_at.timestamp(), generated_at.timestamp()))  # its Last-Modified
         os.replace(partial.name, directory / name)
         index["file"] = name
         _replace(directory / INDEX, json.dumps(index, indent=1).encode() + b"\n")

@@ -10,6 +10,7 @@ refreshed. Idempotent: running it twice, or after a crash, gives the same cells.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -136,15 +137,19 @@ def compute_cells(group: Group, held: bool) -> tuple[list[LeaderboardCell], list
 
 
 @transaction.atomic
-def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
+def refresh_group(group: Group, only_if_waiting: bool = False, on_locked: Callable[[], None] | None = None) -> int:
     """Recompute the group's cells and mark its waiting submissions refreshed; returns the number
-    of cells. With only_if_waiting a duplicate or late refresh message costs one query."""
-    if only_if_waiting and not group.waiting_submissions().exists():
-        return 0
+    of cells. With only_if_waiting a refresh that finds, once it holds the lock, that an earlier one
+    took every waiting submission stops there and returns 0. `on_locked` runs once the lock is
+    held, before the waiting submissions are listed (tasks.py coalesces refreshes with it)."""
     _lock(group)
+    if on_locked is not None:
+        on_locked()
     # Listed after the lock and before the read: every submission listed has committed, so the read
     # below sees its rows. One that commits later stays waiting for its own queued refresh.
     waiting = list(group.waiting_submissions().values_list("pk", flat=True))
+    if only_if_waiting and not waiting:
+        return 0
     # A file never disputed (nearly every one) costs one small query on its claims, not its submissions;
     # a disputed one's held submissions are flagged model_held, which compute_cells reads.
     disputed = claims.in_dispute(group.model_sha256)

@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import Client
 
 from benchhub.api import snapshot
-from benchhub.api.management.commands.write_snapshot import site_manifest
+from benchhub.api.manifest import site_manifest
 from benchhub.results.models import Submission
 from tests.conftest import Api, build_payload, publish_snapshot
 

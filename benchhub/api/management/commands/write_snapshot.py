@@ -6,13 +6,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from benchhub.api import snapshot
-from benchhub.api.manifest import manifest_for
-
-
-def site_manifest(campaign: Any) -> dict[str, Any]:
-    """A campaign's manifest with its patch URLs made absolute with BENCHHUB_PUBLIC_URL."""
-    base = settings.BENCHHUB_PUBLIC_URL.rstrip("/")
-    return manifest_for(campaign, lambda path: base + path)
+from benchhub.api.manifest import site_manifest
 
 
 class Command(BaseCommand):

@@ -61,12 +61,17 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--drain", type=float, default=60.0, help="at most this long for the cells after the load")
     parser.add_argument("--budget", type=float, default=3600.0, help="overall s; a step that would pass it is skipped")
     parser.add_argument("--out", type=Path, default=Path("bench/results/scaleout"))
+    parser.add_argument("--chart", type=Path, help="only draw this scaleout.json's PNG beside it")
     parser.add_argument("--only-step", type=int, help=argparse.SUPPRESS)  # internal: one step, this process
     return parser
 
 
 def main(argv: list[str]) -> int:
     options = arguments().parse_args(argv)
+    if options.chart is not None:
+        document = json.loads(options.chart.read_text())
+        print_table(document)
+        return 0 if chart(document, options.chart.with_suffix(".png")) else 1
     if options.only_step is not None:
         result = run_step(options, options.only_step)
         options.out.mkdir(parents=True, exist_ok=True)
@@ -215,6 +220,8 @@ def chart(document: dict[str, Any], path: Path) -> bool:
         heights = [step["cpu_cores"][part] or 0.0 for step in steps]
         cpu.bar([str(n) for n in ns], heights, bottom=bottom, label=part)
         bottom = [low + height for low, height in zip(bottom, heights, strict=True)]
+    machine = [step["cpu_cores"]["machine"] or 0.0 for step in steps]
+    cpu.plot([str(n) for n in ns], machine, "kx", markersize=9, label="whole machine")
     cpu.axhline(document["cores"] or 0, color="grey", linestyle=":", label="cores")
     cpu.set(title="CPU by part during the load", xlabel="N", ylabel="cores busy")
     for axes in (rate, latency):

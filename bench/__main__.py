@@ -10,6 +10,7 @@ agent     the agent's own time on the real CPU end to end, run twice (target 5)
 validity  error rates of the verdicts by simulation with a known truth (docs/method.md); --quick, --write
 snapshot  write_snapshot on --database, then its file served to a slow client through nginx + gunicorn
 clone     --database as --copies copies of --source's state in SQL, new keys per copy, cells recomputed
+scaleout  N = 1, 2, 4, 8 gunicorn workers and Celery processes on one PostgreSQL (bench/scaleout.py; own options)
 all       state, ingest, latency, reads and rebuild, each a process of its own
 
 Django reads its database once per process: every step of `all` is a `python -m bench` process.
@@ -111,6 +112,10 @@ def main() -> None:
         from bench import validity
 
         raise SystemExit(validity.run(sys.argv[2:]))
+    if sys.argv[1:2] == ["scaleout"]:  # its own states, steps and options
+        from bench import scaleout
+
+        raise SystemExit(scaleout.main(sys.argv[2:]))
     options = arguments().parse_args()
     if options.what == "agent":
         from bench import agent_costs

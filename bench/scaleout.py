@@ -15,7 +15,7 @@ pg_stat_activity. After the load it waits up to --drain seconds for every cell, 
   as the database held for that cell up to the submission's own (latency.py's rule, found after
   the run from received_at); one never seen within the drain counts as infinitely late.
 
-Writes --out/scaleout.json after each step and, where matplotlib is installed, scaleout.png.
+Writes scaleout.json into the --out folder after each step and, where matplotlib is installed, scaleout.png.
 """
 
 from __future__ import annotations

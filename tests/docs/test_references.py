@@ -37,6 +37,8 @@ NOT_HERE = {
     "board.json": "written by a test in its temporary folder",
     "response.json": "a name in a test's request",
     "plotly.py": "the Plotly library",
+    "index.json": "written beside the snapshot files by the snapshot task",
+    "scaleout.json": "written by python -m bench scaleout",
 }
 
 

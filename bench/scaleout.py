@@ -171,8 +171,8 @@ def cores_text(value: float | None) -> str:
 def table_lines(document: dict[str, Any]) -> list[str]:
     """The Markdown table of docs/performance.md section 8."""
     lines = [
-        "| N | accepted/s | refreshed p50 / p95 s | shown p50 / p95 s | CPU cores: web / worker / PostgreSQL / "
-        "clients / machine | PG backends waiting on a lock | Celery queue max |",
+        "| N | accepted/s | 201 → refreshed p50 / p95 s | 201 → on the API p50 / p95 s | CPU cores: web / worker / "
+        "PostgreSQL / clients / machine | backends waiting on a lock | queue max |",
         "|---|---|---|---|---|---|---|",
     ]
     for step in document["steps"]:

@@ -75,3 +75,11 @@ def test_cores_are_cpu_seconds_over_the_wall_time_between_samples() -> None:
     cores = cpu_cores([first, last])
     assert cores["web"] == cores["machine"] == 1.5
     assert cores["postgres"] is None and cores["redis"] is None  # not seen in both samples
+
+
+def test_the_docs_table_is_the_device_runs_figures() -> None:
+    document = json.loads((ROOT / "tests" / "perf" / "fixtures" / "scaleout.json").read_text())
+    docs = (ROOT / "docs" / "performance.md").read_text()
+    assert [step["n"] for step in document["steps"]] == [1, 2, 4, 8]
+    for line in table_lines(document):
+        assert line in docs

@@ -21,6 +21,7 @@ COPY patches/ patches/
 # pip can fetch the build backend, so the web service's prepare_site finds it current. No secret
 # key exists at build time and no database is touched: the development settings suffice.
 RUN DJANGO_DEBUG=1 python manage.py build_agent_wheel
-RUN mkdir -p /app/staticfiles && chown benchhub /app/staticfiles
+# /snapshots: docker-compose.yml's snapshots volume, which takes this owner when first created.
+RUN mkdir -p /app/staticfiles /snapshots && chown benchhub /app/staticfiles /snapshots
 USER benchhub
 EXPOSE 8000

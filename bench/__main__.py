@@ -8,6 +8,9 @@ rebuild   manage.py rebuild_cells on --database (target 4), then one refresh of 
 group     one group of --machines machines built in --database, its refresh timed
 agent     the agent's own time on the real CPU end to end, run twice (target 5)
 validity  error rates of the verdicts by simulation with a known truth (docs/method.md); --quick, --write
+snapshot  write_snapshot on --database, then its file served to a slow client through nginx + gunicorn
+clone     --database as --copies copies of --source's state in SQL, new keys per copy, cells recomputed
+scaleout  N = 1, 2, 4, 8 gunicorn workers and Celery processes on one PostgreSQL (bench/scaleout.py; own options)
 all       state, ingest, latency, reads and rebuild, each a process of its own
 
 Django reads its database once per process: every step of `all` is a `python -m bench` process.
@@ -25,7 +28,7 @@ import sys
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = ("state", "ingest", "latency", "reads", "rebuild", "group", "agent", "validity", "all")
+VERBS = ("state", "ingest", "latency", "reads", "rebuild", "group", "agent", "validity", "clone", "snapshot", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -96,10 +99,14 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--web-workers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=10.0, help="latency: submissions per second")
-    parser.add_argument("--seconds", type=int, default=60, help="latency: how long to send")
+    parser.add_argument(
+        "--seconds", type=int, default=60, help="latency: how long to send; snapshot: how long the slow download lasts"
+    )
     parser.add_argument("--repeats", type=int, default=30, help="reads: requests per endpoint")
     parser.add_argument("--machines", type=int, default=10_000, help="group: machines in the synthetic group")
     parser.add_argument("--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export")
+    parser.add_argument("--source", default=f"{HOST}/bh_perf_after_100k", help="clone: the state copied (read only)")
+    parser.add_argument("--copies", type=int, default=10, help="clone: how many times over")
     return parser
 
 
@@ -108,6 +115,10 @@ def main() -> None:
         from bench import validity
 
         raise SystemExit(validity.run(sys.argv[2:]))
+    if sys.argv[1:2] == ["scaleout"]:  # its own states, steps and options
+        from bench import scaleout
+
+        raise SystemExit(scaleout.main(sys.argv[2:]))
     options = arguments().parse_args()
     if options.what == "agent":
         from bench import agent_costs
@@ -118,8 +129,15 @@ def main() -> None:
         for step in steps(options):
             subprocess.run([sys.executable, "-m", "bench", *step], check=True)
         return
+    if options.what == "clone":
+        from bench import clone
+
+        clone.run(options.source, options.database, options.copies)
+        setup(options.database, options.redis)
+        clone.refresh()
+        return
     setup(options.database, options.redis)
-    from bench import big_group, ingest, latency, reads, rebuild, state
+    from bench import big_group, ingest, latency, reads, rebuild, snapshot, state
 
     {
         "state": lambda: state.grow(options.size, options.processes),
@@ -137,6 +155,7 @@ def main() -> None:
         "reads": lambda: reads.run(options.repeats, options.csv),
         "rebuild": rebuild.run,
         "group": lambda: big_group.run(options.machines),
+        "snapshot": lambda: snapshot.run(options.database, options.redis, options.seconds, options.web_workers),
     }[options.what]()
 
 

@@ -163,9 +163,13 @@ BENCHHUB_KEY_PROBATION_S = int(os.environ.get("BENCHHUB_KEY_PROBATION_S", "0" if
 BENCHHUB_CLOCK_SKEW_S = int(os.environ.get("BENCHHUB_CLOCK_SKEW_S", "300"))
 BENCHHUB_SWEEPER_GRACE_SECONDS = int(os.environ.get("BENCHHUB_SWEEPER_GRACE_SECONDS", "60"))
 BENCHHUB_SWEEPER_INTERVAL_SECONDS = float(os.environ.get("BENCHHUB_SWEEPER_INTERVAL_SECONDS", "60"))
-# The daily public snapshot (manage.py write_snapshot): where it is written, and the site's own URL
-# that makes its patch links absolute.
+# The public snapshot (manage.py write_snapshot, benchhub/api/snapshot.py): where its files and index are
+# written, how often (a million submissions take minutes: docs/performance.md section 7), and the site's
+# own URL that makes its patch links absolute. With nginx in front (docker-compose.yml), the view hands
+# the file to nginx by X-Accel-Redirect to this internal location instead of sending it from a worker.
 BENCHHUB_SNAPSHOT_DIR = Path(os.environ.get("BENCHHUB_SNAPSHOT_DIR", BASE_DIR / "snapshots"))
+BENCHHUB_SNAPSHOT_INTERVAL_SECONDS = float(os.environ.get("BENCHHUB_SNAPSHOT_INTERVAL_SECONDS", "3600"))
+BENCHHUB_SNAPSHOT_ACCEL_REDIRECT = os.environ.get("BENCHHUB_SNAPSHOT_ACCEL_REDIRECT", "")
 BENCHHUB_PUBLIC_URL = os.environ.get("BENCHHUB_PUBLIC_URL", "http://127.0.0.1:8000")
 # Boards (leaderboard API, home and chip pages) whose cells changed are served as last rendered for at most
 # this long, so continuous ingest costs one render per board per bound, not one per read. 0: never stale,
@@ -231,7 +235,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "benchhub.results.tasks.requeue_stale_submissions",
         "schedule": BENCHHUB_SWEEPER_INTERVAL_SECONDS,
     },
-    "write-snapshot": {"task": "benchhub.api.tasks.write_snapshot", "schedule": 24 * 3600},
+    "write-snapshot": {"task": "benchhub.api.tasks.write_snapshot", "schedule": BENCHHUB_SNAPSHOT_INTERVAL_SECONDS},
 }
 
 # Security when deployed (DEBUG off): `manage.py check --deploy` must report nothing.

@@ -2,7 +2,7 @@
 """Recompute every benchhub leaderboard cell from the public snapshot, and compare with the live API.
 
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
-  1. reads the snapshot (GET /api/v1/snapshot/, or a saved .jsonl.gz file),
+  1. reads the snapshot (GET /api/v1/snapshot/, checked against its stated SHA-256, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
   3. recomputes every cell by docs/protocol.md section 7 (cells version 3),
   4. with --server, prints every cell field that differs from GET /api/v1/leaderboard/?campaign=<slug>.
@@ -756,11 +756,35 @@ def compare(slug: str, ours: Sequence[Row], theirs: Sequence[Row]) -> tuple[int,
 
 
 def fetch(url: str) -> bytes:
+    return fetch_with_headers(url)[0]
+
+
+def fetch_with_headers(url: str) -> tuple[bytes, Mapping[str, str]]:
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
-            return bytes(response.read())
+            return bytes(response.read()), response.headers
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise Unreachable(f"{url}: {exc}") from None
+
+
+def download_snapshot(server: str) -> bytes:
+    """GET /api/v1/snapshot/, its body checked against the SHA-256 the server states for it
+    (Repr-Digest, RFC 9530, else X-Snapshot-Sha256): a cut or altered download is bad input."""
+    data, headers = fetch_with_headers(f"{server.rstrip('/')}/api/v1/snapshot/")
+    stated = snapshot_sha256(headers)
+    if stated is not None and stated != hashlib.sha256(data).hexdigest():
+        raise BadInput(f"the snapshot's {len(data)} bytes do not have the sha256 the server states for them, {stated}")
+    return data
+
+
+def snapshot_sha256(headers: Mapping[str, str]) -> str | None:
+    """The hex SHA-256 a snapshot response states, or None when it states none (an older server)."""
+    for entry in (headers.get("Repr-Digest") or "").split(","):
+        name, _, value = entry.strip().partition("=")
+        if name == "sha-256" and value.startswith(":") and value.endswith(":"):
+            return base64.b64decode(value[1:-1]).hex()
+    stated = headers.get("X-Snapshot-Sha256")
+    return stated.lower() if stated else None
 
 
 def live_rows(server: str, slug: str) -> list[Row]:
@@ -777,7 +801,7 @@ def run(args: argparse.Namespace, report: TextIO) -> int:
         with open(args.snapshot, "rb") as file:
             data = file.read()
     else:
-        data = fetch(f"{args.server.rstrip('/')}/api/v1/snapshot/")
+        data = download_snapshot(args.server)
     snapshot = parse_snapshot(data)
     boards = recompute(snapshot)
     if snapshot.failures:

@@ -4,6 +4,7 @@ derived from the protocol test vector's payload."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -104,6 +105,20 @@ def build_payload(
         statuses=correctness,
         looped=degenerate,
     )
+
+
+@pytest.fixture(autouse=True)
+def snapshot_dir(tmp_path: Path, settings: Any) -> Path:
+    """Every test publishes its snapshots in a directory of its own, never the checkout's."""
+    settings.BENCHHUB_SNAPSHOT_DIR = tmp_path / "snapshots"
+    return Path(settings.BENCHHUB_SNAPSHOT_DIR)
+
+
+def publish_snapshot() -> None:
+    """The snapshot published now, as the periodic task does (a test reads it after what it changed)."""
+    from django.core.management import call_command
+
+    call_command("write_snapshot", stdout=io.StringIO())
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
 from rest_framework.request import Request
 
@@ -14,6 +15,12 @@ from benchhub.results.models import Campaign
 
 def manifest(campaign: Campaign, request: Request) -> dict[str, Any]:
     return manifest_for(campaign, lambda path: str(request.build_absolute_uri(path)))
+
+
+def site_manifest(campaign: Campaign) -> dict[str, Any]:
+    """The manifest with URLs made absolute by the site's own (BENCHHUB_PUBLIC_URL), where no request is."""
+    base = settings.BENCHHUB_PUBLIC_URL.rstrip("/")
+    return manifest_for(campaign, lambda path: base + path)
 
 
 def manifest_for(campaign: Campaign, absolute: Callable[[str], str]) -> dict[str, Any]:

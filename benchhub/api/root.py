@@ -36,6 +36,7 @@ ENDPOINTS: tuple[tuple[str, str, str], ...] = (
     ("measurements", "GET", "Per-submission measurements"),
     ("measurements-csv", "GET", "The same measurements as CSV"),
     ("snapshot", "GET", "Every envelope, key and decision, gzipped: what scripts/recompute_cells.py checks"),
+    ("snapshot-index", "GET", "The latest snapshot's file name, sha256, size, time and submission count"),
     ("api-schema", "GET", "The OpenAPI schema"),
     ("api-docs", "GET", "The API documentation (Swagger UI)"),
 )

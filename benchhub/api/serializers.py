@@ -55,6 +55,14 @@ class ErrorSerializer(serializers.Serializer[Any]):
     field = serializers.CharField(required=False, help_text="the input field at fault, as a dotted path")
 
 
+class SnapshotIndexSerializer(serializers.Serializer[Any]):
+    file = serializers.CharField(help_text="the snapshot file's name (GET /api/v1/snapshot/ serves it)")
+    sha256 = serializers.CharField(help_text="hex SHA-256 of the file's bytes, as the gzipped body is served")
+    size_bytes = serializers.IntegerField()
+    generated_at = serializers.DateTimeField(help_text="every submission received by then is in it")
+    submissions = serializers.IntegerField(help_text="how many submission lines it holds")
+
+
 @extend_schema_serializer(examples=examples.MEASUREMENT)
 class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
     submission = serializers.UUIDField(source="submission_id")

@@ -1,11 +1,29 @@
-"""The daily public snapshot, as a Celery beat task (the same as `manage.py write_snapshot`)."""
+"""The public snapshot, published by Celery beat every BENCHHUB_SNAPSHOT_INTERVAL_SECONDS (what
+`manage.py write_snapshot` does), and queued by GET /api/v1/snapshot/ while there is none."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 from celery import shared_task
-from django.core.management import call_command
+from django.conf import settings
+
+from benchhub.api import snapshot
+from benchhub.api.manifest import site_manifest
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="benchhub.api.tasks.write_snapshot")
 def write_snapshot() -> None:
-    call_command("write_snapshot")
+    published = snapshot.publish(Path(settings.BENCHHUB_SNAPSHOT_DIR), site_manifest)
+    if published is None:
+        log.info("snapshot: another writer is publishing one")
+    else:
+        log.info(
+            "snapshot: %s, %d submissions, %d bytes",
+            published["file"],
+            published["submissions"],
+            published["size_bytes"],
+        )

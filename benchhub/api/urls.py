@@ -11,6 +11,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("submissions/<uuid:pk>/envelope", views.EnvelopeView.as_view(), name="api-submission-envelope"),
     path("submissions/<uuid:pk>/withdraw", ingest_views.WithdrawView.as_view(), name="submission-withdraw"),
     path("snapshot/", views.SnapshotView.as_view(), name="snapshot"),
+    path("snapshot/index/", views.SnapshotIndexView.as_view(), name="snapshot-index"),
     path("leaderboard/", views.LeaderboardView.as_view(), name="leaderboard"),
     path("campaigns/", views.CampaignListView.as_view(), name="campaigns"),
     path("campaigns/<slug:slug>/", views.CampaignDetailView.as_view(), name="campaign-detail"),

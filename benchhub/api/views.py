@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpResponse, HttpResponseNotModified, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
+from django.utils.http import http_date
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -18,8 +24,8 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from benchhub.api import examples, filters, serializers, snapshot
-from benchhub.api.errors import ApiError
+from benchhub.api import examples, filters, serializers, snapshot, tasks
+from benchhub.api.errors import ApiError, error_body
 from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_rows, csv_value
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
 from benchhub.api.manifest import manifest
@@ -281,16 +287,80 @@ class _Echo:
         return value
 
 
+SNAPSHOT_PENDING = {
+    503: OpenApiResponse(
+        serializers.ErrorSerializer, "`snapshot_pending`: none is published yet; one is being written (Retry-After)"
+    )
+}
+SNAPSHOT_HEADERS = [
+    OpenApiParameter(name, str, OpenApiParameter.HEADER, description=text, response=[200])
+    for name, text in (
+        ("Repr-Digest", "RFC 9530: `sha-256=:<base64 of the body's SHA-256>:`"),
+        ("X-Snapshot-Sha256", "the same digest in hex, as the index gives it"),
+        ("X-Snapshot-Generated-At", "when it was written (ISO 8601); every submission received by then is in it"),
+        ("ETag", "the quoted hex digest"),
+    )
+]
+
+
+def published_snapshot() -> snapshot.Index | Response:
+    """The latest snapshot's index, or the 503 that says one is coming (and queues its writing: in
+    the embedded default the task runs in-process, and the snapshot is there at once)."""
+    directory = Path(settings.BENCHHUB_SNAPSHOT_DIR)
+    index = snapshot.latest(directory)
+    if index is None:
+        tasks.write_snapshot.delay()
+        index = snapshot.latest(directory)
+    if index is None:
+        retry = max(60, int(settings.BENCHHUB_SNAPSHOT_INTERVAL_SECONDS) // 60)
+        body = error_body("snapshot_pending", "No snapshot is published yet; one is being written.", retry_after=retry)
+        return Response(body, status=503, headers={"Retry-After": str(retry)})
+    return index
+
+
 class SnapshotView(APIView):
     throttle_classes = (ExportThrottle,)  # every raw envelope, gzipped: the heaviest read there is
 
     @extend_schema(
         summary="Every raw envelope, campaign, key and moderation decision, as gzipped JSON lines",
-        description="What scripts/recompute_cells.py verifies and recomputes every cell from (docs/method.md).",
-        responses={(200, "application/gzip"): OpenApiTypes.BINARY},
+        description=(
+            "The latest published snapshot file (written every BENCHHUB_SNAPSHOT_INTERVAL_SECONDS), with its "
+            "digest: what scripts/recompute_cells.py verifies and recomputes every cell from (docs/recompute.md)."
+        ),
+        parameters=SNAPSHOT_HEADERS,
+        responses={(200, "application/gzip"): OpenApiTypes.BINARY, **SNAPSHOT_PENDING},
     )
-    def get(self, request: Request) -> StreamingHttpResponse:
-        lines = snapshot.records(lambda campaign: manifest(campaign, request))
-        response = StreamingHttpResponse(snapshot.gzipped(lines), content_type="application/gzip")
-        response["Content-Disposition"] = 'attachment; filename="benchhub-snapshot.jsonl.gz"'
-        return response
+    def get(self, request: Request) -> HttpResponseBase:
+        index = published_snapshot()
+        if isinstance(index, Response):
+            return index
+        digest = bytes.fromhex(index["sha256"])
+        headers = {
+            "Content-Disposition": f'attachment; filename="{index["file"]}"',
+            "Repr-Digest": f"sha-256=:{base64.b64encode(digest).decode()}:",
+            "X-Snapshot-Sha256": index["sha256"],
+            "X-Snapshot-Generated-At": index["generated_at"],
+            "ETag": f'"{index["sha256"]}"',
+            "Last-Modified": http_date(datetime.fromisoformat(index["generated_at"]).timestamp()),
+        }
+        if request.headers.get("If-None-Match") == headers["ETag"]:
+            return HttpResponseNotModified(headers={"ETag": headers["ETag"]})
+        if settings.BENCHHUB_SNAPSHOT_ACCEL_REDIRECT:  # nginx sends the file; the worker is free at once
+            location = settings.BENCHHUB_SNAPSHOT_ACCEL_REDIRECT.rstrip("/") + "/" + index["file"]
+            return HttpResponse(content_type="application/gzip", headers={**headers, "X-Accel-Redirect": location})
+        # A FileResponse sets Content-Length; the file stays readable while it is open, even once a
+        # newer one has replaced it and it was pruned.
+        file = (Path(settings.BENCHHUB_SNAPSHOT_DIR) / index["file"]).open("rb")
+        return FileResponse(file, content_type="application/gzip", headers=headers)
+
+
+class SnapshotIndexView(APIView):
+    throttle_classes = (ReadThrottle,)
+
+    @extend_schema(
+        summary="The latest snapshot's file name, sha256, size, time and number of submissions",
+        responses={200: serializers.SnapshotIndexSerializer, **SNAPSHOT_PENDING},
+    )
+    def get(self, request: Request) -> Response:
+        index = published_snapshot()
+        return index if isinstance(index, Response) else Response(index)

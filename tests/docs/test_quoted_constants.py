@@ -21,6 +21,7 @@ from benchhub_agent import sweep
 from benchhub_agent.errors import ExitCode
 from benchhub_protocol import envelope, rounds, schema, stats
 
+from benchhub.api import snapshot
 from benchhub.results import campaigns, claims, plausibility
 from tests.recompute.builder import load_script
 
@@ -62,6 +63,7 @@ NAMES: dict[str, Any] = {
     "campaigns": campaigns,
     "claims": claims,
     "plausibility": plausibility,
+    "snapshot": snapshot,
 }
 
 

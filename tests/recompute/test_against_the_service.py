@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Api
+from tests.conftest import Api, publish_snapshot
 from tests.recompute.builder import load_script
 from tests.recompute.scenario import PROBATION_S, populate
 from tests.server.sqlite_process import run_on_fresh_sqlite
@@ -36,13 +36,14 @@ def test_it_agrees_with_the_live_service_on_every_cell(
 ) -> None:
     settings.BENCHHUB_KEY_PROBATION_S = PROBATION_S
     populate(api)
+    publish_snapshot()
     script = load_script()
     code = script.main(["--server", live_server.url])
     report = capsys.readouterr().out.strip().splitlines()
     cells, differ = report[-1].split(" cells, ")
     assert code == 0 and differ == "0 differ", "\n".join(report[-30:])
     assert int(cells) > 40
-    covers_every_rule(script.recompute(script.parse_snapshot(script.fetch(f"{live_server.url}/api/v1/snapshot/"))))
+    covers_every_rule(script.recompute(script.parse_snapshot(script.download_snapshot(live_server.url))))
 
 
 def test_it_agrees_with_the_embedded_sqlite_default(tmp_path: Path) -> None:
@@ -54,11 +55,12 @@ settings.BENCHHUB_KEY_PROBATION_S = {PROBATION_S}
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.test import Client
-from tests.conftest import Api
+from tests.conftest import Api, publish_snapshot
 from tests.recompute.builder import load_script
 from tests.recompute.scenario import populate
 client = Client()
 populate(Api(client))
+call_command("write_snapshot")
 rc = load_script()
 snapshot = rc.parse_snapshot(b"".join(client.get("/api/v1/snapshot/").streaming_content))
 boards = rc.recompute(snapshot)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import copy
 import gzip
+import hashlib
 import json
 import os
 import socket
@@ -37,16 +38,19 @@ BOARD = f"/api/v1/leaderboard/?campaign={SLUG}"
 
 
 class FakeServer:
-    """Serves fixed bodies by path (query included); 404 for anything else."""
+    """Serves fixed bodies (and headers) by path (query included); 404 for anything else."""
 
     def __init__(self) -> None:
         self.routes: dict[str, bytes] = {}
-        routes = self.routes
+        self.headers: dict[str, dict[str, str]] = {}
+        routes, headers = self.routes, self.headers
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 body = routes.get(self.path)
                 self.send_response(200 if body is not None else 404)
+                for name, value in headers.get(self.path, {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body or b'{"error": "not_found"}')
 
@@ -57,7 +61,14 @@ class FakeServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def serve(self, snap: SnapshotBuilder, rows: list[dict[str, Any]]) -> None:
-        self.routes["/api/v1/snapshot/"] = snap.data()
+        """The snapshot with the digest headers benchhub sends, and one board."""
+        data = snap.data()
+        self.routes["/api/v1/snapshot/"] = data
+        digest = hashlib.sha256(data).digest()
+        self.headers["/api/v1/snapshot/"] = {
+            "Repr-Digest": f"sha-256=:{base64.b64encode(digest).decode()}:",
+            "X-Snapshot-Sha256": digest.hex(),
+        }
         self.routes[BOARD] = json.dumps({"campaign": SLUG, "baseline": "upstream", "rows": rows}).encode()
 
 
@@ -174,6 +185,23 @@ def test_an_agreeing_api_exits_0(live: FakeServer, capsys: pytest.CaptureFixture
     rows[0]["updated_at"] = "2026-12-03T10:00:00Z"  # fields beyond the row shape are not compared
     live.serve(snap, rows)
     assert run_main(capsys, "--server", live.url) == (0, ["4 cells, 0 differ"])
+
+
+@pytest.mark.parametrize("header", ["Repr-Digest", "X-Snapshot-Sha256"])
+def test_a_download_whose_digest_differs_is_bad_input(
+    header: str, live: FakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snap = three_machines()
+    live.serve(snap, snap.boards()[SLUG])
+    other = hashlib.sha256(b"another body").digest()
+    stated = {"Repr-Digest": f"sha-256=:{base64.b64encode(other).decode()}:", "X-Snapshot-Sha256": other.hex()}
+    live.headers["/api/v1/snapshot/"] = {header: stated[header]}
+    code, out = run_main(capsys, "--server", live.url)
+    assert code == 2
+    size = len(live.routes["/api/v1/snapshot/"])
+    assert out == [
+        f"bad input: the snapshot's {size} bytes do not have the sha256 the server states for them, {other.hex()}"
+    ]
 
 
 def test_one_changed_number_is_reported(live: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,6 +30,7 @@ def run_on_fresh_sqlite(tmp_path: Path, script: str, timeout: int) -> dict[str, 
         # Only where the files go differs from a bare run: the default SQLite file and patches/ sit in the checkout.
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "BENCHHUB_PATCHES_DIR": str(patches),
+        "BENCHHUB_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
     }
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout

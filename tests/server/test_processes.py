@@ -75,6 +75,7 @@ class Stack:
             "DJANGO_SECURE_SSL_REDIRECT": "false",
             "DJANGO_STATIC_ROOT": str(tmp_path / "static"),
             "BENCHHUB_PATCHES_DIR": str(patches_dir),
+            "BENCHHUB_SNAPSHOT_DIR": str(tmp_path / "snapshots"),
             "BENCHHUB_THROTTLE_ADDRESS": "100000/hour",
             "BENCHHUB_THROTTLE_KEY": "100000/hour",
             "BENCHHUB_SWEEPER_INTERVAL_SECONDS": "1",

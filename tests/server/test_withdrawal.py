@@ -14,7 +14,7 @@ from django.test import Client
 
 from benchhub.results import cells
 from benchhub.results.models import LeaderboardCell, RawEnvelope, Submission
-from tests.conftest import Api, build_payload, persona
+from tests.conftest import Api, build_payload, persona, publish_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -48,6 +48,7 @@ def test_it_withdraws_a_submission_from_every_cell_and_keeps_its_envelope(
     page = client.get(f"/submissions/{submitted}/").content.decode()
     assert "Withdrawn by its contributor" in page
     assert client.get(f"/api/v1/submissions/{submitted}/").json()["state"] == "withdrawn"
+    publish_snapshot()
     lines = [
         json.loads(line)
         for line in gzip.decompress(b"".join(client.get("/api/v1/snapshot/").streaming_content)).splitlines()

@@ -6,26 +6,30 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from benchhub.api import snapshot
-from benchhub.api.manifest import manifest_for
+from benchhub.api.manifest import site_manifest
 
 
 class Command(BaseCommand):
     help = (
-        "Write the public snapshot (every raw envelope, the campaigns, the keys and the moderation decisions) "
-        "as gzipped JSON lines; Celery beat runs it daily. Patch URLs are made absolute with BENCHHUB_PUBLIC_URL."
+        "Publish the public snapshot (every raw envelope, the campaigns, the keys and the moderation decisions, "
+        "gzipped JSON lines) into BENCHHUB_SNAPSHOT_DIR with its index, as Celery beat does every "
+        "BENCHHUB_SNAPSHOT_INTERVAL_SECONDS; --out writes it to one file instead."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--out", type=Path, help="file to write (default: BENCHHUB_SNAPSHOT_DIR/<date>.jsonl.gz)")
+        parser.add_argument("--out", type=Path, help="write the snapshot to this file only (no index)")
 
     def handle(self, *args: Any, out: Path | None, **options: Any) -> None:
-        if out is None:
-            out = Path(settings.BENCHHUB_SNAPSHOT_DIR) / f"benchhub-snapshot-{timezone.now():%Y-%m-%d}.jsonl.gz"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
-        base = settings.BENCHHUB_PUBLIC_URL.rstrip("/")
-        with partial.open("wb") as file:
-            for piece in snapshot.gzipped(snapshot.records(lambda c: manifest_for(c, lambda p: base + p))):
-                file.write(piece)
-        partial.replace(out)
-        self.stdout.write(str(out))
+        if out is not None:
+            with out.open("wb") as file:
+                index = snapshot.write_file(file, site_manifest, timezone.now())
+            self.stdout.write(f"{out}: {index['submissions']} submissions, {index['size_bytes']} bytes")
+            return
+        published = snapshot.publish(Path(settings.BENCHHUB_SNAPSHOT_DIR), site_manifest)
+        if published is None:
+            self.stdout.write("another writer is publishing a snapshot; nothing written")
+            return
+        self.stdout.write(
+            f"{settings.BENCHHUB_SNAPSHOT_DIR}/{published['file']}: {published['submissions']} submissions, "
+            f"{published['size_bytes']} bytes, sha256 {published['sha256']}"
+        )

@@ -1,8 +1,9 @@
 """`manage.py prepare_site [--demo]`: what a site needs before it serves, run by both `make run` and
 the production stack (docker-compose.yml's web service), so a reader sees the same things on both:
 the database migrated, the campaigns synced from their definitions, the published reference rows
-loaded, and the agent wheel built when it is missing or older than agent/. `--demo` (make run only)
-adds the demo submissions. Every step is idempotent: a restart changes nothing that is in place.
+loaded, the agent wheel built when it is missing or older than agent/, and a snapshot published
+when there is none. `--demo` (make run only) adds the demo submissions and publishes the snapshot
+anew. Every step is idempotent: a restart changes nothing that is in place.
 
 Exit codes: 0 ready; 1 a step failed (one sentence on stderr: the reference file, the wheel build
 or a demo envelope), with the steps before it kept."""
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import subprocess
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchhub.api import snapshot, tasks
 from benchhub.results.campaigns import sync_campaigns
 from benchhub.results.models import Campaign
 from benchhub.web import wheel
@@ -52,8 +56,15 @@ class Command(BaseCommand):
             out = StringIO()
             call_command("seed_demo", stdout=out)
             demo = f"; {out.getvalue().strip().split('; ')[-1]}"
+        # The snapshot, when there is none or the demo just changed what it holds: written here by the
+        # embedded default (tasks in-process), queued for the worker in production.
+        directory = Path(settings.BENCHHUB_SNAPSHOT_DIR)
+        if options["demo"] or snapshot.latest(directory) is None:
+            tasks.write_snapshot.delay()
+        published = snapshot.latest(directory)
+        written = f"{published['submissions']} submissions" if published else "queued"
         if verbosity:
             self.stdout.write(
                 f"campaigns: {campaigns} synced; reference rows: {references.created} created, "
-                f"{references.updated} updated; agent wheel: {built}{demo}"
+                f"{references.updated} updated; agent wheel: {built}{demo}; snapshot: {written}"
             )

@@ -68,7 +68,7 @@ def build(machines: int) -> tuple[Group, int]:
                     "payload_sha256": "encode(sha256(convert_to(k.keyid, 'UTF8')), 'hex')",
                     "measured_sha256": "encode(sha256(convert_to(k.keyid || 'm', 'UTF8')), 'hex')",
                     "chip": "%s",
-                    "received_at": "now()",
+                    "received_at": "now() - k.id * interval '1 millisecond'",  # arrivals apart, as they come
                     "cells_refreshed_at": "NULL",
                     "model_held": "false",
                 },

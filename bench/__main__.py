@@ -59,6 +59,9 @@ def setup(database: str, redis: str) -> None:
     # The bench measures the work, not the limits.
     for throttle in ("ADDRESS", "KEY", "READ", "EXPORT", "NETWORK", "REGISTRATIONS"):
         os.environ.setdefault(f"BENCHHUB_THROTTLE_{throttle}", "100000000/hour")
+    # A state's keys and the bench's crowd are registered when they are built: on probation (24 h when
+    # deployed) every row they sign would wait uncounted, and no cell would count a machine.
+    os.environ.setdefault("BENCHHUB_KEY_PROBATION_S", "0")
     ensure_database(database)
     import django
 

@@ -2,9 +2,10 @@
 
 All cells a submission touches share its campaign, chip, GPU core count, model file and backend:
 a "group", which is also one chip page, the family whose verdicts are controlled together. A
-refresh, under the group's lock, reads every measurement of the group, computes each cell with
-benchhub_protocol.stats, replaces the group's cells and marks the submissions it took in as
-refreshed. Idempotent: running it twice, or after a crash, gives the same cells.
+refresh, under the group's lock, has the database reduce every measurement of the group to a few
+sums per cell (group_sums.py), judges them with benchhub_protocol.stats.judge_page, replaces the
+group's cells and marks the submissions it took in as refreshed. Idempotent: running it twice, or
+after a crash, gives the same cells.
 """
 
 from __future__ import annotations

@@ -4,11 +4,13 @@ state     grow --database to --size submissions through ingest_submission, then 
 ingest    clients -> gunicorn + PostgreSQL + Celery worker and beat: accepted/s (target 1)
 latency   one client at --rate/s on --database: from a 201 to the cell on the leaderboard API (target 2)
 reads     read latencies and CSV memory on --database (target 3)
-rebuild   manage.py rebuild_cells on --database (target 4)
+rebuild   manage.py rebuild_cells on --database (target 4), then one refresh of its largest group
+group     one group of --machines machines built in --database, its refresh timed
 agent     the agent's own time on the real CPU end to end, run twice (target 5)
 validity  error rates of the verdicts by simulation with a known truth (docs/method.md); --quick, --write
 snapshot  write_snapshot on --database, then its file served to a slow client through nginx + gunicorn
 clone     --database as --copies copies of --source's state in SQL, new keys per copy, cells recomputed
+scaleout  N = 1, 2, 4, 8 gunicorn workers and Celery processes on one PostgreSQL (bench/scaleout.py; own options)
 all       state, ingest, latency, reads and rebuild, each a process of its own
 
 Django reads its database once per process: every step of `all` is a `python -m bench` process.
@@ -26,7 +28,7 @@ import sys
 HOST = "postgres://postgres@127.0.0.1:5432"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/9"
 STATIC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "static")
-VERBS = ("state", "ingest", "latency", "reads", "rebuild", "agent", "validity", "clone", "snapshot", "all")
+VERBS = ("state", "ingest", "latency", "reads", "rebuild", "group", "agent", "validity", "clone", "snapshot", "all")
 
 
 def ensure_database(url: str) -> None:
@@ -57,6 +59,9 @@ def setup(database: str, redis: str) -> None:
     # The bench measures the work, not the limits.
     for throttle in ("ADDRESS", "KEY", "READ", "EXPORT", "NETWORK", "REGISTRATIONS"):
         os.environ.setdefault(f"BENCHHUB_THROTTLE_{throttle}", "100000000/hour")
+    # A state's keys and the bench's crowd are registered when they are built: on probation (24 h when
+    # deployed) every row they sign would wait uncounted, and no cell would count a machine.
+    os.environ.setdefault("BENCHHUB_KEY_PROBATION_S", "0")
     ensure_database(database)
     import django
 
@@ -98,6 +103,7 @@ def arguments() -> argparse.ArgumentParser:
         "--seconds", type=int, default=60, help="latency: how long to send; snapshot: how long the slow download lasts"
     )
     parser.add_argument("--repeats", type=int, default=30, help="reads: requests per endpoint")
+    parser.add_argument("--machines", type=int, default=10_000, help="group: machines in the synthetic group")
     parser.add_argument("--no-csv", dest="csv", action="store_false", help="reads: leave out the CSV export")
     parser.add_argument("--source", default=f"{HOST}/bh_perf_after_100k", help="clone: the state copied (read only)")
     parser.add_argument("--copies", type=int, default=10, help="clone: how many times over")
@@ -109,6 +115,10 @@ def main() -> None:
         from bench import validity
 
         raise SystemExit(validity.run(sys.argv[2:]))
+    if sys.argv[1:2] == ["scaleout"]:  # its own states, steps and options
+        from bench import scaleout
+
+        raise SystemExit(scaleout.main(sys.argv[2:]))
     options = arguments().parse_args()
     if options.what == "agent":
         from bench import agent_costs
@@ -127,7 +137,7 @@ def main() -> None:
         clone.refresh()
         return
     setup(options.database, options.redis)
-    from bench import ingest, latency, reads, rebuild, snapshot, state
+    from bench import big_group, ingest, latency, reads, rebuild, snapshot, state
 
     {
         "state": lambda: state.grow(options.size, options.processes),
@@ -144,6 +154,7 @@ def main() -> None:
         ),
         "reads": lambda: reads.run(options.repeats, options.csv),
         "rebuild": rebuild.run,
+        "group": lambda: big_group.run(options.machines),
         "snapshot": lambda: snapshot.run(options.database, options.redis, options.seconds, options.web_workers),
     }[options.what]()
 

@@ -108,6 +108,7 @@ def run(database_url: str, redis_url: str, *, rounds: int, per_round: int, clien
             f"processes to gunicorn --workers {web_workers} + PostgreSQL ({stored} stored before), a Celery worker "
             "(--concurrency 2) and beat refreshing cells meanwhile; clients on the same cores",
             f"accepted/s:             {summary([r.rate for r in http_rounds])}",
+            "previous:               12.3/s (cells v2, 2026-12-03); target: 21.0/s, the figure before cells v2",
             f"p50 latency ms:         {summary([1000 * percentile(r.latencies, 0.5) for r in http_rounds])}",
             f"p99 latency ms:         {summary([1000 * percentile(r.latencies, 0.99) for r in http_rounds])}",
             f"refused:                {sum(r.refused for r in http_rounds)} of {rounds * per_round}",

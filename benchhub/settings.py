@@ -173,9 +173,10 @@ BENCHHUB_SNAPSHOT_ACCEL_REDIRECT = os.environ.get("BENCHHUB_SNAPSHOT_ACCEL_REDIR
 BENCHHUB_PUBLIC_URL = os.environ.get("BENCHHUB_PUBLIC_URL", "http://127.0.0.1:8000")
 # Boards (leaderboard API, home and chip pages) whose cells changed are served as last rendered for at most
 # this long, so continuous ingest costs one render per board per bound, not one per read. 0: never stale,
-# the default with DEBUG on (development and the test suite, where a change should show at once).
+# the default with DEBUG on (development and the test suite, where a change should show at once). 2 s: at 100k
+# the whole campaign's board renders in ~0.6 s and one batch size's in ~0.09 s (docs/performance.md section 2).
 BENCHHUB_BOARD_MAX_STALENESS_SECONDS = float(
-    os.environ.get("BENCHHUB_BOARD_MAX_STALENESS_SECONDS", "0" if DEBUG else "5")
+    os.environ.get("BENCHHUB_BOARD_MAX_STALENESS_SECONDS", "0" if DEBUG else "2")
 )
 
 # Throttle counters must be shared by every gunicorn worker: Redis when there is one.

@@ -134,7 +134,7 @@ class LeaderboardView(APIView):
             "is judged against min_effect. Rows with control true ran on a backend the patches do not touch (an A/A "
             "control). Without `model`, the cells of every model of the campaign. "
             "While cells keep changing the board is served as last rendered for at most "
-            "BENCHHUB_BOARD_MAX_STALENESS_SECONDS (5 by default), then rendered again."
+            "BENCHHUB_BOARD_MAX_STALENESS_SECONDS (2 by default), then rendered again."
         ),
         parameters=[
             OpenApiParameter("campaign", OpenApiTypes.STR, required=True, description="campaign slug"),

@@ -2,16 +2,18 @@
 
 All cells a submission touches share its campaign, chip, GPU core count, model file and backend:
 a "group", which is also one chip page, the family whose verdicts are controlled together. A
-refresh, under the group's lock, reads every measurement of the group, computes each cell with
-benchhub_protocol.stats, replaces the group's cells and marks the submissions it took in as
-refreshed. Idempotent: running it twice, or after a crash, gives the same cells.
+refresh, under the group's lock, has the database reduce every measurement of the group to a few
+sums per cell (group_sums.py), judges them with benchhub_protocol.stats.judge_page, replaces the
+group's cells and marks the submissions it took in as refreshed. Idempotent: running it twice, or
+after a crash, gives the same cells.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from benchhub_protocol import stats
@@ -20,10 +22,9 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from benchhub.accounts.models import PublicKey
-from benchhub.results import claims
+from benchhub.results import claims, group_sums
 from benchhub.results.campaigns import campaign_rules, headline_sizes
-from benchhub.results.models import Campaign, CellGroup, Headline, LeaderboardCell, Measurement, Submission
+from benchhub.results.models import Campaign, CellGroup, Headline, LeaderboardCell, Submission
 
 logger = logging.getLogger(__name__)
 
@@ -80,89 +81,33 @@ def _lock(group: Group) -> None:
         CellGroup.objects.create(**group.filter(), refreshed_at=timezone.now())
 
 
-# What a cell takes of a measurement.
-ROW_FIELDS = (
-    "variant_name",
-    "commit",
-    "batch_size",
-    "excluded_reason",
-    "key_id",
-    "contributor_id",
-    "speedup",
-    "baseline_tg_tps",
-    "submission_id",
-)
-# Decisions that stand whatever the claims about the file say.
-DECIDED = (Measurement.Excluded.HIDDEN, Measurement.Excluded.WITHDRAWN)
-
-
-def on_probation(key_ids: set[int]) -> set[int]:
-    """The keys registered less than BENCHHUB_KEY_PROBATION_S ago: their rows wait (n_pending)."""
+def probation_since() -> datetime | None:
+    """Keys registered after this are on probation (BENCHHUB_KEY_PROBATION_S): their rows wait
+    (n_pending). None without probation."""
     probation = settings.BENCHHUB_KEY_PROBATION_S
-    if probation <= 0 or not key_ids:
-        return set()
-    since = timezone.now() - timedelta(seconds=probation)
-    return set(PublicKey.objects.filter(pk__in=key_ids, created_at__gt=since).values_list("pk", flat=True))
+    return timezone.now() - timedelta(seconds=probation) if probation > 0 else None
 
 
-@dataclass
-class _Tally:
-    rows: list[stats.Row]
-    excluded: dict[str, int]
-    pending: set[int]
-    first: tuple[Any, Any] | None = None  # (received_at, submission) of the one naming the cell
-    first_counted: tuple[Any, Any] | None = None  # the same among the rows it counts: they name it first
-
-
-def compute_cells(group: Group, held: set[Any]) -> tuple[list[LeaderboardCell], list[Headline]]:
+def compute_cells(group: Group, held: bool) -> tuple[list[LeaderboardCell], list[Headline]]:
     """Every cell of the group and each variant's headline, from all of its measurements
-    (docs/protocol.md, cells); `held` are the group's submissions held for a model conflict."""
+    (docs/protocol.md, cells), reduced in the database (group_sums) and judged by stats.judge_page;
+    `held`: whether the group's submissions flagged model_held count as held (their file is disputed)."""
     definition = Campaign.objects.only("definition").get(pk=group.campaign_id).definition
     rules = campaign_rules(definition)
     control = group.backend not in rules.patched_backends
-    # The submissions' arrival and model claim, once each: joined to each of their ~27 rows instead,
-    # they were most of a refresh's read (docs/performance.md).
-    claims = {
-        pk: (received, label or name, quant)
-        for pk, received, label, name, quant in Submission.objects.filter(**group.filter())
-        .order_by()
-        .values_list("pk", "received_at", "model_file__label", "model_file__file_name", "model_file__file_type")
+    sizes = list(headline_sizes(definition))
+    found = group_sums.group_sums(group.filter(), held=held, on_probation_since=probation_since(), headline_sizes=sizes)
+    page = stats.judge_page(found.page, min_effect=rules.min_effect)
+    # The model claim of the submission naming each cell, read once per naming submission.
+    names = {
+        pk: (label or name, quant)
+        for pk, label, name, quant in Submission.objects.filter(
+            pk__in={tally.named_by for tally in found.tallies.values()}
+        ).values_list("pk", "model_file__label", "model_file__file_name", "model_file__file_type")
     }
-    measurements = list(
-        Measurement.objects.filter(**group.filter())
-        .exclude(excluded_reason=Measurement.Excluded.NONSTANDARD)
-        .order_by()
-        .values_list(*ROW_FIELDS)
-    )
-    waiting = on_probation({row[4] for row in measurements})
-    tallies: dict[tuple[str, str, int], _Tally] = {}
-    for variant, commit, batch_size, reason, key, contributor, speedup, baseline, submission in measurements:
-        tally = tallies.setdefault(
-            (variant, commit, batch_size), _Tally([], dict.fromkeys(Measurement.COUNTED_EXCLUSIONS, 0), set())
-        )
-        arrival = (claims[submission][0], submission)
-        if tally.first is None or arrival < tally.first:
-            tally.first = arrival
-        if reason not in DECIDED and submission in held:
-            reason = Measurement.Excluded.HELD
-        if reason:
-            tally.excluded[reason] += 1
-        elif key in waiting:
-            tally.pending.add(key)
-        elif speedup is not None and baseline is not None:
-            tally.rows.append(stats.Row(key, contributor, speedup, baseline))
-            if tally.first_counted is None or arrival < tally.first_counted:
-                tally.first_counted = arrival
-    page = stats.page_stats(
-        {cell: tally.rows for cell, tally in tallies.items()},
-        headline_sizes=headline_sizes(definition),
-        min_effect=rules.min_effect,
-    )
     cells = []
-    for (variant, commit, batch_size), tally in sorted(tallies.items()):
-        named_by = tally.first_counted or tally.first
-        assert named_by is not None
-        _, model, quant = claims[named_by[1]]
+    for (variant, commit, batch_size), tally in sorted(found.tallies.items()):
+        model, quant = names[tally.named_by]
         cells.append(
             LeaderboardCell(
                 **group.filter(),
@@ -172,7 +117,7 @@ def compute_cells(group: Group, held: set[Any]) -> tuple[list[LeaderboardCell], 
                 model=model,
                 quant=quant,
                 excluded=tally.excluded,
-                n_pending=len(tally.pending),
+                n_pending=tally.n_pending,
                 min_effect=rules.min_effect,
                 control=control,
                 **asdict(page.cells[(variant, commit, batch_size)]),
@@ -183,31 +128,35 @@ def compute_cells(group: Group, held: set[Any]) -> tuple[list[LeaderboardCell], 
             **group.filter(),
             variant=variant,
             commit=commit,
-            batch_sizes=list(headline_sizes(definition)),
+            batch_sizes=sizes,
             control=control,
-            **asdict(found),
+            **asdict(judged),
         )
-        for (variant, commit), found in sorted(page.headlines.items())
+        for (variant, commit), judged in sorted(page.headlines.items())
     ]
     return cells, headlines
 
 
 @transaction.atomic
-def refresh_group(group: Group, only_if_waiting: bool = False) -> int:
+def refresh_group(group: Group, only_if_waiting: bool = False, on_locked: Callable[[], None] | None = None) -> int:
     """Recompute the group's cells and mark its waiting submissions refreshed; returns the number
-    of cells. With only_if_waiting a duplicate or late refresh message costs one query."""
-    if only_if_waiting and not group.waiting_submissions().exists():
-        return 0
+    of cells. With only_if_waiting a refresh that finds, once it holds the lock, that an earlier one
+    took every waiting submission stops there and returns 0. `on_locked` runs once the lock is
+    held, before the waiting submissions are listed (tasks.py coalesces refreshes with it)."""
     _lock(group)
+    if on_locked is not None:
+        on_locked()
     # Listed after the lock and before the read: every submission listed has committed, so the read
     # below sees its rows. One that commits later stays waiting for its own queued refresh.
     waiting = list(group.waiting_submissions().values_list("pk", flat=True))
-    # A file never disputed (nearly every one) costs one small query on its claims, not its submissions.
-    held: set[Any] = set()
-    if claims.in_dispute(group.model_sha256):
-        held = claims.held_submissions(group.model_sha256)
-        _mark_held(group, held)
-    cells, headlines = compute_cells(group, held)
+    if only_if_waiting and not waiting:
+        return 0
+    # A file never disputed (nearly every one) costs one small query on its claims, not its submissions;
+    # a disputed one's held submissions are flagged model_held, which compute_cells reads.
+    disputed = claims.in_dispute(group.model_sha256)
+    if disputed:
+        _mark_held(group, claims.held_submissions(group.model_sha256))
+    cells, headlines = compute_cells(group, held=disputed)
     LeaderboardCell.objects.filter(**group.filter()).delete()
     LeaderboardCell.objects.bulk_create(cells)
     Headline.objects.filter(**group.filter()).delete()

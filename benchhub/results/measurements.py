@@ -1,6 +1,6 @@
 """A submission's Measurement rows, derived from its payload and its state: the one place that
 decides what a cell counts (docs/protocol.md section 7). Ingest derives them from the payload in hand;
-moderation, withdrawal and `rebuild_cells` derive them again from the stored raw envelope."""
+moderation, withdrawal and `rederive_measurements` derive them again from the stored raw envelope."""
 
 from __future__ import annotations
 

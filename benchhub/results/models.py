@@ -1,7 +1,8 @@
 """The results domain: campaigns, what was received (immutable) and what is derived from it.
 
 Derived tables (Measurement, LeaderboardCell) can always be rebuilt from RawEnvelope rows with
-`manage.py rebuild_cells`; pages and the API read cells and never aggregate raw rows per request.
+`manage.py rederive_measurements` (cells alone: `manage.py rebuild_cells`); pages and the API read
+cells and never aggregate raw rows per request.
 """
 
 from __future__ import annotations

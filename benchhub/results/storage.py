@@ -1,5 +1,5 @@
 """Normalised rows of a submission, written from its payload at ingest; and the payload of a stored
-raw envelope (the one source of truth that `rebuild_cells` derives everything from)."""
+raw envelope (the one source of truth that `rederive_measurements` derives everything from)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """Thin Celery tasks taking plain values. Each is idempotent (acks_late may run it twice) and each
-is also reachable from a management command (refresh_cells, rebuild_cells).
+is also reachable from a management command (refresh_cells, rebuild_cells, rederive_measurements).
 
-Refreshes are queued per cell group, at most one waiting message per group: a submission arriving
-while its group's refresh is already queued adds nothing to the queue, and that refresh, when it
-runs, takes every submission waiting for the group. The marker is dropped when the refresh starts,
-so a submission committed after that queues the next one. The durable record of what still needs
+Refreshes are coalesced per cell group: a submission arriving while its group's refresh is queued,
+or running but not yet holding the group's lock, adds nothing to the queue, and that refresh takes
+every submission waiting for the group once it holds the lock. The queued-marker is dropped only
+then, so however many workers there are and however many submissions arrive during one refresh,
+they cost one more refresh, which waits for the lock; one that then finds nothing waiting (a
+duplicate message) costs a query. The durable record of what still needs
 a refresh is `Submission.cells_refreshed_at IS NULL`, which the sweeper re-queues whatever happened
 to the marker or the message (a broker outage, a worker killed between taking and finishing it).
 """
@@ -65,8 +67,15 @@ def queue_file_pages(model_sha256: str) -> int:
 @shared_task(name="benchhub.results.tasks.refresh_group_cells")
 def refresh_group_cells(campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str, backend: str) -> int:
     group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend)
-    _release(_marker(group))
-    return cells.refresh_group(group, only_if_waiting=True)
+    marker = _marker(group)
+    if not group.waiting_submissions().exists():
+        # A duplicate or late message costs a query or two and no lock. The marker goes first, then
+        # another look: a submission that committed before the release found the marker and queued nothing.
+        _release(marker)
+        if not group.waiting_submissions().exists():
+            return 0
+    # The marker stays while this waits for the lock: what arrives meanwhile is taken by this refresh.
+    return cells.refresh_group(group, only_if_waiting=True, on_locked=lambda: _release(marker))
 
 
 @shared_task(name="benchhub.results.tasks.refresh_cells_for_submission")

@@ -212,13 +212,35 @@ class Estimate:
         return self.center * math.exp(self.mean + log_offset)
 
 
-def estimate(values: Sequence[float]) -> Estimate:
+@dataclass(frozen=True)
+class LogSums:
+    """Machines' values reduced to what an Estimate needs, so that a database can do the reduction:
+    their count, their median (`center`), and the sum and the sum of squares of log(value / center)."""
+
+    n: int
+    center: float
+    log_sum: float
+    log_square_sum: float
+
+
+def log_sums(values: Sequence[float]) -> LogSums:
     center = median(values)
     logs = [math.log(value / center) for value in values]
-    n = len(logs)
-    mean = math.fsum(logs) / n
-    sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
-    return Estimate(n, center, mean, sd)
+    return LogSums(len(logs), center, math.fsum(logs), math.fsum(value * value for value in logs))
+
+
+def estimate_from_sums(sums: LogSums) -> Estimate:
+    """The Estimate of values summarised by `sums`; the one place an Estimate is built."""
+    n = sums.n
+    mean = sums.log_sum / n
+    # The squared deviations from the mean; logs around their median keep the subtraction exact enough.
+    deviations = max(sums.log_square_sum - sums.log_sum * mean, 0.0)
+    sd = math.sqrt(deviations / (n - 1)) if n > 1 else 0.0
+    return Estimate(n, sums.center, mean, sd)
+
+
+def estimate(values: Sequence[float]) -> Estimate:
+    return estimate_from_sums(log_sums(values))
 
 
 def confidence_bounds(found: Estimate, n_tests: int) -> tuple[float, float]:
@@ -283,15 +305,33 @@ def _geometric_mean(values: Sequence[float]) -> float:
     return estimate(values).back(0.0)
 
 
-def page_stats(
-    cells: Mapping[tuple[str, str, int], Iterable[Row]], *, headline_sizes: Sequence[int], min_effect: float
-) -> PageStats:
-    """Every cell of one page (one campaign, chip, GPU cores, model file and backend; the baseline's
-    cells are not passed) and each (variant, commit)'s headline, with one Bonferroni family: every
-    cell and headline that has an interval."""
-    machine_values: dict[tuple[str, str, int], dict[Hashable, float]] = {}
-    baselines: dict[tuple[str, str, int], list[float]] = {}
-    counts: dict[tuple[str, str, int], tuple[int, int]] = {}
+CellKey = tuple[str, str, int]  # (variant, commit, batch_size)
+HeadlineKey = tuple[str, str]  # (variant, commit)
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """One cell's counted rows reduced to what judging it needs."""
+
+    machines: LogSums | None  # each machine's value (the median of its speedups); None without one
+    baseline_tg_tps: float | None  # the geometric mean of the machines' baselines (each its median)
+    n_submissions: int
+    n_contributors: int
+
+
+@dataclass(frozen=True)
+class PageSummary:
+    """A page's rows reduced: what `judge_page` takes, from `summarise_page` or from a database."""
+
+    cells: dict[CellKey, CellSummary]
+    # Over the machines with a value at every headline size, each machine's geometric mean of them.
+    headlines: dict[HeadlineKey, LogSums | None]
+
+
+def summarise_page(cells: Mapping[CellKey, Iterable[Row]], *, headline_sizes: Sequence[int]) -> PageSummary:
+    """Every cell's rows reduced to its summary, and each (variant, commit)'s headline values."""
+    machine_values: dict[CellKey, dict[Hashable, float]] = {}
+    summaries: dict[CellKey, CellSummary] = {}
     for key, rows in cells.items():
         speedups: dict[Hashable, list[float]] = defaultdict(list)
         baseline_by_machine: dict[Hashable, list[float]] = defaultdict(list)
@@ -305,22 +345,31 @@ def page_stats(
             contributors.add(row.contributor)
             n_submissions += 1
         machine_values[key] = {machine: median(values) for machine, values in speedups.items()}
-        baselines[key] = [median(values) for values in baseline_by_machine.values()]
-        counts[key] = (n_submissions, len(contributors))
+        baselines = [median(values) for values in baseline_by_machine.values()]
+        summaries[key] = CellSummary(
+            machines=log_sums(list(machine_values[key].values())) if machine_values[key] else None,
+            baseline_tg_tps=_geometric_mean(baselines) if baselines else None,
+            n_submissions=n_submissions,
+            n_contributors=len(contributors),
+        )
 
-    headline_values: dict[tuple[str, str], list[float]] = {}
+    headlines: dict[HeadlineKey, LogSums | None] = {}
     for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells}):
         by_size = [machine_values.get((variant, commit, size), {}) for size in headline_sizes]
         # A machine missing one of the sizes is left out: its mean would be over other sizes.
         complete = set.intersection(*(set(values) for values in by_size)) if by_size else set()
-        headline_values[(variant, commit)] = [
-            _geometric_mean([values[machine] for values in by_size]) for machine in sorted(complete, key=repr)
-        ]
+        values = [_geometric_mean([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)]
+        headlines[(variant, commit)] = log_sums(values) if values else None
+    return PageSummary(summaries, headlines)
 
+
+def judge_page(page: PageSummary, *, min_effect: float) -> PageStats:
+    """Every cell's and headline's interval, prediction and verdict, with one Bonferroni family:
+    every cell and headline of the page that has an interval."""
     cell_estimates = {
-        key: estimate(list(values.values())) if values else None for key, values in machine_values.items()
+        key: estimate_from_sums(found.machines) if found.machines else None for key, found in page.cells.items()
     }
-    headline_estimates = {key: estimate(values) if values else None for key, values in headline_values.items()}
+    headline_estimates = {key: estimate_from_sums(found) if found else None for key, found in page.headlines.items()}
     n_tests = sum(
         1 for found in (*cell_estimates.values(), *headline_estimates.values()) if found and found.n >= MIN_MACHINES
     )
@@ -329,8 +378,8 @@ def page_stats(
     found_cells = {}
     for key, found in cell_estimates.items():
         judged = _judge(found, n_tests, min_effect)
-        baseline = _geometric_mean(baselines[key]) if baselines[key] else None
-        n_submissions, n_contributors = counts[key]
+        summary = page.cells[key]
+        baseline = summary.baseline_tg_tps
         found_cells[key] = CellStats(
             baseline_tg_tps=baseline,
             tg_tps=None if baseline is None or judged.speedup is None else baseline * judged.speedup,
@@ -343,8 +392,8 @@ def page_stats(
             predict_level=judged.predict_level,
             verdict=judged.verdict,
             n_machines=found.n if found else 0,
-            n_submissions=n_submissions,
-            n_contributors=n_contributors,
+            n_submissions=summary.n_submissions,
+            n_contributors=summary.n_contributors,
         )
     headlines = {}
     for pair, found in headline_estimates.items():
@@ -361,6 +410,14 @@ def page_stats(
             n_machines=found.n if found else 0,
         )
     return PageStats(found_cells, headlines)
+
+
+def page_stats(
+    cells: Mapping[CellKey, Iterable[Row]], *, headline_sizes: Sequence[int], min_effect: float
+) -> PageStats:
+    """Every cell of one page (one campaign, chip, GPU cores, model file and backend; the baseline's
+    cells are not passed) and each (variant, commit)'s headline: the rows summarised, then judged."""
+    return judge_page(summarise_page(cells, headline_sizes=headline_sizes), min_effect=min_effect)
 
 
 def verdict_label(verdict: str, min_effect: float) -> str:

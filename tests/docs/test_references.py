@@ -37,7 +37,8 @@ NOT_HERE = {
     "board.json": "written by a test in its temporary folder",
     "response.json": "a name in a test's request",
     "plotly.py": "the Plotly library",
-    "index.json": "written by the snapshot task beside the snapshot files",
+    "index.json": "written beside the snapshot files by the snapshot task",
+    "scaleout.json": "written by python -m bench scaleout",
 }
 
 

@@ -150,7 +150,7 @@ def test_it_keeps_every_acknowledged_submission_across_a_postgres_restart(
         raise AssertionError(f"{error}: the cells count {counted_per_chip(fault_stack)}, stored {per_chip}") from None
     served = leaderboard(fault_stack)
     rebuild = subprocess.run(
-        [sys.executable, "manage.py", "rebuild_cells"],
+        [sys.executable, "manage.py", "rederive_measurements"],
         cwd=ROOT,
         env=fault_stack.env,
         capture_output=True,

@@ -23,7 +23,8 @@ def run_on_fresh_sqlite(tmp_path: Path, script: str, timeout: int) -> dict[str, 
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
-        "PYTHONPATH": str(ROOT),
+        # This checkout's code, also where the installed packages point at another checkout.
+        "PYTHONPATH": os.pathsep.join(str(path) for path in (ROOT, ROOT / "protocol", ROOT / "agent")),
         "DJANGO_SETTINGS_MODULE": "benchhub.settings",
         "DJANGO_DEBUG": "1",  # as `make run` starts it: without a secret key nothing else starts
         # Only where the files go differs from a bare run: the default SQLite file and patches/ sit in the checkout.

@@ -1,6 +1,6 @@
 """docs/protocol.md, cells: round-paired ratios inside a submission, the machine (a key) as the unit
 across submissions, the exclusion rules, the server's own flags, and the cells the Celery task, the
-sweeper and rebuild_cells produce. The statistics themselves are tested in tests/protocol/."""
+sweeper, rebuild_cells and rederive_measurements produce. The statistics themselves are tested in tests/protocol/."""
 
 from __future__ import annotations
 
@@ -294,7 +294,7 @@ def test_it_queues_one_refresh_for_a_burst_into_one_group_and_it_takes_them_all(
     assert tasks.refresh_group_cells(*queued[0]) == 0, "a duplicate message finds nobody waiting"
     with django_capture_on_commit_callbacks(execute=True):
         api.submit(build_payload(tg=ratio_run(110, 1.5)), bob)
-    assert len(queued) == 2, "the refresh that started released the group: the next submission queues again"
+    assert len(queued) == 2, "the refresh released the group once it held the lock: the next submission queues again"
 
 
 def test_it_marks_refreshed_only_the_submissions_it_read(api: Api, ada: envelope.Signer, bob: envelope.Signer) -> None:
@@ -308,7 +308,7 @@ def test_it_marks_refreshed_only_the_submissions_it_read(api: Api, ada: envelope
     assert cell("01", 4).n_submissions == 2
 
 
-def test_it_rebuilds_every_cell_from_the_raw_envelopes(
+def test_it_rederives_every_measurement_and_cell_from_the_raw_envelopes(
     api: Api, ada: envelope.Signer, bob: envelope.Signer, campaign: Any
 ) -> None:
     submit_and_refresh(api, ada, tg={"upstream": {1: [50, 50], 4: [100, 100]}, "01": {1: [50, 50], 4: [150, 150]}})
@@ -320,10 +320,32 @@ def test_it_rebuilds_every_cell_from_the_raw_envelopes(
         campaign_id=campaign.pk, chip="ghost", model_sha256="0" * 64, quant="Q", variant="x", batch_size=1, verdict="-"
     )
     output = io.StringIO()
-    call_command("rebuild_cells", stdout=output)
+    call_command("rederive_measurements", stdout=output)
     assert "2 submission(s) re-derived" in output.getvalue()
     assert sorted(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions")) == expected
     assert not Submission.objects.filter(cells_refreshed_at__isnull=True).exists()
+
+
+def test_rebuild_cells_recomputes_every_groups_cells_and_drops_cells_of_no_group(
+    api: Api, ada: envelope.Signer, bob: envelope.Signer, campaign: Any
+) -> None:
+    submit_and_refresh(api, ada, tg={"upstream": {1: [50, 50], 4: [100, 100]}, "01": {1: [50, 50], 4: [150, 150]}})
+    submit_and_refresh(api, bob, tg={"upstream": {4: [100, 100]}, "01": {4: [170, 170]}}, machine={"chip": "Apple M4"})
+    expected = sorted(LeaderboardCell.objects.values_list("chip", "variant", "batch_size", "speedup", "n_submissions"))
+    headlines = sorted(Headline.objects.values_list("chip", "variant", "speedup", "n_machines"))
+    LeaderboardCell.objects.filter(chip="Apple M4").delete()
+    LeaderboardCell.objects.update(speedup=9.0)
+    Headline.objects.all().delete()
+    LeaderboardCell.objects.create(
+        campaign_id=campaign.pk, chip="ghost", model_sha256="0" * 64, quant="Q", variant="x", batch_size=1, verdict="-"
+    )
+    output = io.StringIO()
+    call_command("rebuild_cells", stdout=output)
+    assert "cell(s) of 2 group(s) recomputed" in output.getvalue()
+    assert sorted(LeaderboardCell.objects.values_list("chip", "variant", "batch_size", "speedup", "n_submissions")) == (
+        expected
+    )
+    assert sorted(Headline.objects.values_list("chip", "variant", "speedup", "n_machines")) == headlines
 
 
 def test_it_queues_the_cell_refresh_once_the_submission_has_committed(

@@ -1,46 +1,21 @@
+import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
-from django.db import transaction
+from django.core.management.base import BaseCommand
 
-from benchhub.results import cells, storage
-from benchhub.results.measurements import measurement_rows, stored_variants
-from benchhub.results.models import Measurement, Submission
-
-CHUNK = 500
+from benchhub.results import cells
 
 
 class Command(BaseCommand):
     help = (
-        "Re-derive every submission's measurements from its stored raw envelope, then recompute every "
-        "leaderboard cell. Safe to run at any time and again after a crash; moderation state is kept. Works "
-        "in chunks of submissions, one transaction each, so memory stays bounded whatever the table size."
+        "Recompute every group's leaderboard cells and headlines from its stored measurements, one group at a "
+        "time through the refresh's own code (cells.refresh_group, under the group's lock), and drop cells of no "
+        "group. Safe to run at any time, beside the workers. rederive_measurements first derives the "
+        "measurements again from the raw envelopes."
     )
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--chunk", type=int, default=CHUNK, help=f"submissions per transaction (default {CHUNK})")
-
-    def handle(self, *args: Any, chunk: int, **options: Any) -> None:
-        done = 0
-        last = None
-        while True:
-            page = Submission.objects.order_by("pk").select_related("raw").prefetch_related("variants")
-            if last is not None:
-                page = page.filter(pk__gt=last)
-            submissions = list(page[:chunk])
-            if not submissions:
-                break
-            with transaction.atomic():
-                Measurement.objects.filter(submission__in=submissions).delete()
-                Measurement.objects.bulk_create(
-                    row
-                    for submission in submissions
-                    for row in measurement_rows(
-                        submission, storage.stored_payload(bytes(submission.raw.body)), stored_variants(submission)
-                    )
-                )
-            done += len(submissions)
-            last = submissions[-1].pk
-            self.stdout.write(f"{done} submission(s) re-derived", ending="\r")
-        self.stdout.write(f"{done} submission(s) re-derived")
-        self.stdout.write(f"{cells.refresh_all_cells()} cell(s) recomputed")
+    def handle(self, *args: Any, **options: Any) -> None:
+        started = time.perf_counter()
+        count = cells.refresh_all_cells()
+        seconds = time.perf_counter() - started
+        self.stdout.write(f"{count} cell(s) of {len(cells.all_groups())} group(s) recomputed in {seconds:.1f} s")

@@ -39,6 +39,7 @@ NOT_HERE = {
     "plotly.py": "the Plotly library",
     "index.json": "written beside the snapshot files by the snapshot task",
     "scaleout.json": "written by python -m bench scaleout",
+    "scaleout-bundle/scaleout_device.sh": "the copy of scripts/scaleout_device.sh in the bundle",
 }
 
 

@@ -25,6 +25,12 @@ tar -C "$WORK" -xJf "$HERE/bundle.tar.xz" ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$HERE/bundle.tar.xz" "$WORK" ||
     exit 1
 chmod 755 "$WORK" # the archive's root entry carries its staging folder's mode
+# SOURCE_TARBALL (a `git archive` of another commit, gzipped) replaces the bundle's source: an A/B of two
+# commits on one device with one bundle.
+if [ -n "${SOURCE_TARBALL:-}" ]; then
+    rm -rf "$WORK/src" && mkdir -p "$WORK/src" && tar -C "$WORK/src" -xzf "$SOURCE_TARBALL" || exit 1
+    echo "${SOURCE_COMMIT:-another commit}" >"$WORK/src/COMMIT"
+fi
 echo "unpacked in $(($(date +%s) - STARTED)) s; project at $(cat "$WORK/src/COMMIT")"
 LIBS="$WORK/python/lib:$WORK/lib"
 PY="$WORK/python/bin/python3"

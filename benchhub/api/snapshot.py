@@ -146,15 +146,20 @@ def write_file(file: Any, manifest_of: Callable[[Campaign], dict[str, Any]], gen
     )
 
 
-def publish(directory: Path, manifest_of: Callable[[Campaign], dict[str, Any]]) -> Index | None:
+def publish(
+    directory: Path, manifest_of: Callable[[Campaign], dict[str, Any]], *, only_if_missing: bool = False
+) -> Index | None:
     """Write a new snapshot file and point the index at it; None when another writer holds the
-    directory's lock (its snapshot is as new as this one would be). Whatever fails mid-way leaves
-    the index and the files it names as they were, and no partial file under a snapshot's name."""
+    directory's lock (its snapshot is as new as this one would be) or, with only_if_missing, when one
+    is published already. Whatever fails mid-way leaves the index and the files it names as they
+    were, and no partial file under a snapshot's name."""
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / ".lock").open("a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            return None
+        if only_if_missing and latest(directory) is not None:
             return None
         for stale in directory.glob(".partial-*"):  # left by a writer that died; none runs now
             stale.unlink(missing_ok=True)

@@ -16,10 +16,12 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(name="benchhub.api.tasks.write_snapshot")
-def write_snapshot() -> None:
-    published = snapshot.publish(Path(settings.BENCHHUB_SNAPSHOT_DIR), site_manifest)
+def write_snapshot(only_if_missing: bool = False) -> None:
+    """only_if_missing: what a request queues while none is published, so that however many requests
+    queue it before the first one is written, one snapshot is written, not one each."""
+    published = snapshot.publish(Path(settings.BENCHHUB_SNAPSHOT_DIR), site_manifest, only_if_missing=only_if_missing)
     if published is None:
-        log.info("snapshot: another writer is publishing one")
+        log.info("snapshot: another writer is publishing one, or one is published")
     else:
         log.info(
             "snapshot: %s, %d submissions, %d bytes",

@@ -309,7 +309,7 @@ def published_snapshot() -> snapshot.Index | Response:
     directory = Path(settings.BENCHHUB_SNAPSHOT_DIR)
     index = snapshot.latest(directory)
     if index is None:
-        tasks.write_snapshot.delay()
+        tasks.write_snapshot.delay(only_if_missing=True)
         index = snapshot.latest(directory)
     if index is None:
         retry = max(60, int(settings.BENCHHUB_SNAPSHOT_INTERVAL_SECONDS) // 60)

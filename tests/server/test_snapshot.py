@@ -58,6 +58,23 @@ def test_before_the_first_snapshot_both_endpoints_say_503_and_queue_its_writing(
     assert queued_snapshot_tasks() == before + 2
 
 
+def test_a_write_queued_by_a_request_writes_nothing_once_one_is_published(submitted: str) -> None:
+    """Requests before the first snapshot each queue a write; the queued writes after the first
+    must not each write the whole snapshot again (anyone can send those requests)."""
+    from benchhub.api import tasks
+
+    directory = Path(settings.BENCHHUB_SNAPSHOT_DIR)
+    tasks.write_snapshot(only_if_missing=True)
+    first = snapshot.latest(directory)
+    assert first is not None and first["submissions"] == 1
+    for _ in range(3):
+        tasks.write_snapshot(only_if_missing=True)
+    assert snapshot.latest(directory) == first
+    assert len(published_files(directory)) == 2  # the file and index.json
+    tasks.write_snapshot()  # the periodic write still publishes a new one
+    assert snapshot.latest(directory) != first
+
+
 def test_it_serves_the_latest_file_with_its_digest_and_the_index_agrees(
     client: Client, submitted: str, snapshot_dir: Path
 ) -> None:

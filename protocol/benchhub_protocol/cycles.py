@@ -1,0 +1,114 @@
+"""One submission, one estimate, over whole rotation cycles (docs/protocol.md section 5.1, cells v4).
+
+A round is the runs that share a `rep`. A cycle is a run of consecutive rounds (k of them for k
+variants) in which every variant took every position once: over a cycle a slowdown tied to a position
+hits every variant equally. A cycle's ratio is the geometric mean of its rounds' ratios; the
+submission's estimate in a cell is the median of its cycles' ratios, with a standard error from the
+cycles. Rounds of an incomplete last cycle, and rounds that do not form a cycle, do not count.
+
+The agent prints this estimate and the service stores it: one function, so both show the same number.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# The median of m cycle ratios is noisier than their mean: for normal noise its variance is about
+# pi/2 times the mean's at large m (1.35 at m = 3); the mean and the median coincide at m <= 2.
+MEDIAN_VARIANCE_FACTOR = math.pi / 2
+
+
+@dataclass(frozen=True)
+class SubmissionEstimate:
+    """A submission's ratio in one cell, with its precision on the log scale."""
+
+    ratio: float  # the median of the cycles' ratios
+    log_se: float | None  # standard error of log(ratio); None where one cycle of two rounds has no spread
+    df: int  # degrees of freedom of log_se
+    n_cycles: int
+    cycle_ratios: tuple[float, ...]
+
+
+def _positions(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    by_round: dict[int, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_round.setdefault(run["rep"], []).append(run)
+    return {
+        (run["variant"], rep): index
+        for rep, members in by_round.items()
+        for index, run in enumerate(sorted(members, key=lambda member: member["seq"]))
+    }
+
+
+def whole_cycles(runs: Sequence[dict[str, Any]]) -> list[tuple[int, ...]]:
+    """The reps of each whole cycle, in order: consecutive blocks of k rounds (k variants) in which
+    every variant ran once in every position. A block that is not one (an aborted run, a round
+    missing, an order that does not rotate) and a last incomplete block are left out."""
+    variants = {run["variant"] for run in runs}
+    k = len(variants)
+    if k < 2:
+        return []
+    positions = _positions(runs)
+    reps = sorted({run["rep"] for run in runs})
+    found = []
+    for start in range(0, len(reps) - k + 1, k):
+        block = tuple(reps[start : start + k])
+        seen = {(variant, positions.get((variant, rep))) for variant in variants for rep in block}
+        complete = all((variant, rep) in positions for variant in variants for rep in block)
+        if complete and seen == {(variant, position) for variant in variants for position in range(k)}:
+            found.append(block)
+    return found
+
+
+def _speeds(runs: Sequence[dict[str, Any]], batch_size: int) -> dict[tuple[str, int], float]:
+    return {
+        (run["variant"], run["rep"]): row["tg_tps"]
+        for run in runs
+        for row in run["rows"]
+        if row["batch_size"] == batch_size
+    }
+
+
+def submission_estimate(
+    runs: Sequence[dict[str, Any]], variant: str, baseline: str, batch_size: int
+) -> SubmissionEstimate | None:
+    """The submission's estimate in the cell (variant, batch_size); None without a whole cycle in
+    which both variants have a positive, finite rate in every round."""
+    speeds = _speeds(runs, batch_size)
+
+    def usable(name: str, rep: int) -> bool:
+        value = speeds.get((name, rep))
+        return value is not None and math.isfinite(value) and value > 0
+
+    cycle_logs: list[float] = []
+    round_logs: list[list[float]] = []
+    for block in whole_cycles(runs):
+        if not all(usable(variant, rep) and usable(baseline, rep) for rep in block):
+            continue
+        logs = [math.log(speeds[(variant, rep)] / speeds[(baseline, rep)]) for rep in block]
+        round_logs.append(logs)
+        cycle_logs.append(statistics.fmean(logs))
+    if not cycle_logs:
+        return None
+    m = len(cycle_logs)
+    centre = statistics.median(cycle_logs)
+    if m >= 2:
+        factor = MEDIAN_VARIANCE_FACTOR if m >= 3 else 1.0
+        log_se: float | None = math.sqrt(factor) * statistics.stdev(cycle_logs) / math.sqrt(m)
+        df = m - 1
+    else:
+        # One cycle: the spread of its rounds (position effects included, so it errs wide).
+        logs = round_logs[0]
+        log_se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) >= 2 else None
+        df = len(logs) - 1
+    return SubmissionEstimate(
+        ratio=math.exp(centre),
+        log_se=log_se,
+        df=df,
+        n_cycles=m,
+        cycle_ratios=tuple(math.exp(value) for value in cycle_logs),
+    )

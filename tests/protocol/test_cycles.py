@@ -1,0 +1,69 @@
+"""Whole rotation cycles (docs/protocol.md section 5.1): which rounds count, and the median over cycles."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from benchhub_protocol.cycles import submission_estimate, whole_cycles
+
+ORDER = (("A", "B"), ("B", "A"))
+
+
+def _runs(speeds: list[dict[str, float]], orders: list[tuple[str, ...]] | None = None) -> list[dict[str, Any]]:
+    """One run a variant a round; round r runs in orders[r] (the rotation by default)."""
+    runs, seq = [], 0
+    for rep, by_variant in enumerate(speeds, start=1):
+        names = tuple(by_variant)
+        order = orders[rep - 1] if orders else names[(rep - 1) % len(names) :] + names[: (rep - 1) % len(names)]
+        for name in order:
+            seq += 1
+            rows = [{"batch_size": 1, "pp_tps": 1.0, "tg_tps": by_variant[name], "t_pp_s": 1.0, "t_tg_s": 1.0}]
+            runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
+    return runs
+
+
+def test_it_counts_only_whole_cycles() -> None:
+    runs = _runs([{"A": 100, "B": 110}] * 5)
+    assert whole_cycles(runs) == [(1, 2), (3, 4)]  # round 5 starts a cycle it never finished
+    found = submission_estimate(runs, "B", "A", 1)
+    assert found is not None and found.n_cycles == 2 and found.ratio == pytest.approx(1.1)
+
+
+def test_it_leaves_out_a_block_that_does_not_rotate() -> None:
+    runs = _runs([{"A": 100, "B": 110}] * 4, orders=[("A", "B")] * 4)
+    assert whole_cycles(runs) == []
+    assert submission_estimate(runs, "B", "A", 1) is None
+
+
+def test_a_position_slowdown_cancels_within_a_cycle() -> None:
+    # Whoever runs second loses 3%: identical code reads 1.0 over each cycle.
+    runs = []
+    for rep in range(1, 7):
+        first, second = ("A", "B") if rep % 2 else ("B", "A")
+        for seq, (name, speed) in enumerate(((first, 100.0), (second, 97.0))):
+            rows = [{"batch_size": 1, "pp_tps": 1.0, "tg_tps": speed, "t_pp_s": 1.0, "t_tg_s": 1.0}]
+            runs.append({"variant": name, "rep": rep, "seq": 2 * rep + seq, "exit_code": 0, "rows": rows})
+    found = submission_estimate(runs, "B", "A", 1)
+    assert found is not None and found.ratio == pytest.approx(1.0)
+
+
+def test_one_disturbed_round_moves_the_median_of_cycles_little() -> None:
+    speeds = [{"A": 70.0, "B": 70.0 * 1.01} for _ in range(12)]
+    speeds[4]["A"] = 22.8  # other load slowed one upstream round
+    found = submission_estimate(_runs(speeds), "B", "A", 1)
+    assert found is not None and found.n_cycles == 6
+    assert found.ratio == pytest.approx(1.01, rel=1e-9)
+    assert found.log_se is not None and found.df == 5
+
+
+def test_the_standard_error_is_the_cycles_spread() -> None:
+    ratios = [1.0, 1.02, 0.98, 1.01]
+    speeds = [{"A": 100.0, "B": 100.0 * ratio} for ratio in ratios for _ in range(2)]
+    found = submission_estimate(_runs(speeds), "B", "A", 1)
+    assert found is not None and found.n_cycles == 4
+    logs = [math.log(ratio) for ratio in ratios]
+    mean = sum(logs) / 4
+    sd = math.sqrt(sum((value - mean) ** 2 for value in logs) / 3)
+    assert found.log_se == pytest.approx(math.sqrt(math.pi / 2) * sd / 2)

@@ -60,6 +60,9 @@ class Group:
             submission.campaign_id, submission.chip, submission.gpu_cores, submission.model_sha256, submission.backend
         )
 
+    def submissions(self) -> QuerySet[Submission]:
+        return Submission.objects.filter(**self.filter())
+
     def waiting_submissions(self) -> QuerySet[Submission]:
         """Submissions of the group whose measurements are not yet in its cells."""
         return Submission.objects.filter(cells_refreshed_at__isnull=True, **self.filter())
@@ -88,10 +91,14 @@ def probation_since() -> datetime | None:
     return timezone.now() - timedelta(seconds=probation) if probation > 0 else None
 
 
-def compute_cells(group: Group, held: bool) -> tuple[list[LeaderboardCell], list[Headline]]:
+def compute_cells(
+    group: Group, held: bool, name: tuple[str, str] | None = None
+) -> tuple[list[LeaderboardCell], list[Headline]]:
     """Every cell of the group and each variant's headline, from all of its measurements
     (docs/protocol.md, cells), reduced in the database (group_sums) and judged by stats.judge_page;
-    `held`: whether the group's submissions flagged model_held count as held (their file is disputed)."""
+    `held`: whether the group's submissions flagged model_held count as held (their file is disputed);
+    `name`: the file's (name, quant) where the claims decide it (claims.display_name), else each
+    cell is named by the submission the reduction picks."""
     definition = Campaign.objects.only("definition").get(pk=group.campaign_id).definition
     rules = campaign_rules(definition)
     control = group.backend not in rules.patched_backends
@@ -107,7 +114,7 @@ def compute_cells(group: Group, held: bool) -> tuple[list[LeaderboardCell], list
     }
     cells = []
     for (variant, commit, batch_size), tally in sorted(found.tallies.items()):
-        model, quant = names[tally.named_by]
+        model, quant = name or names[tally.named_by]
         cells.append(
             LeaderboardCell(
                 **group.filter(),
@@ -153,10 +160,11 @@ def refresh_group(group: Group, only_if_waiting: bool = False, on_locked: Callab
         return 0
     # A file never disputed (nearly every one) costs one small query on its claims, not its submissions;
     # a disputed one's held submissions are flagged model_held, which compute_cells reads.
-    disputed = claims.in_dispute(group.model_sha256)
-    if disputed:
-        _mark_held(group, claims.held_submissions(group.model_sha256))
-    cells, headlines = compute_cells(group, held=disputed)
+    found = claims.standing(group.model_sha256) if claims.in_dispute(group.model_sha256) else None
+    if found is not None:
+        _mark_held(group, claims.held_in(group.submissions(), found))
+    name = claims.display_name(group.model_sha256, found)
+    cells, headlines = compute_cells(group, held=found is not None, name=name)
     LeaderboardCell.objects.filter(**group.filter()).delete()
     LeaderboardCell.objects.bulk_create(cells)
     Headline.objects.filter(**group.filter()).delete()
@@ -168,7 +176,7 @@ def refresh_group(group: Group, only_if_waiting: bool = False, on_locked: Callab
 
 def _mark_held(group: Group, held: set[Any]) -> None:
     """What each submission's page says of its model claim follows the claims' current state."""
-    submissions = Submission.objects.filter(**group.filter())
+    submissions = group.submissions()
     submissions.filter(model_held=True).exclude(pk__in=held).update(model_held=False)
     submissions.filter(model_held=False, pk__in=held).update(model_held=True)
 

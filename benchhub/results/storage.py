@@ -42,20 +42,22 @@ def machine_row(machine: dict[str, Any]) -> Machine:
     return row
 
 
+def model_facts(model: dict[str, Any]) -> dict[str, Any]:
+    """What the file's bytes decide (ModelFile.FACTS): two claims about one sha256 conflict when these differ."""
+    return {name: model.get(name) for name in ModelFile.FACTS}
+
+
+def facts_digest(model: dict[str, Any]) -> str:
+    return hashlib.sha256(envelope.canonical_bytes(model_facts(model))).hexdigest()
+
+
 def model_file_row(model: dict[str, Any]) -> ModelFile:
     """This submission's own claim about its model file (identical claims share a row)."""
-    claim = {
-        "sha256": model["sha256"],
-        "file_name": model["file_name"],
-        "architecture": model["architecture"],
-        "n_params": model["n_params"],
-        "file_type": model["file_type"],
-        "size_bytes": model["size_bytes"],
-        "tensor_bytes_by_type": model["tensor_bytes_by_type"],
-        "label": model.get("label", ""),
-    }
+    claim = {**model_facts(model), "file_name": model["file_name"], "label": model.get("label", "")}
     fingerprint = hashlib.sha256(envelope.canonical_bytes(claim)).hexdigest()
-    row, _ = ModelFile.objects.get_or_create(fingerprint=fingerprint, defaults=claim)
+    row, _ = ModelFile.objects.get_or_create(
+        fingerprint=fingerprint, defaults={**claim, "facts_digest": facts_digest(model)}
+    )
     return row
 
 

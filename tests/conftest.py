@@ -67,13 +67,16 @@ def build_payload(
     nonce = nonce or uuid.uuid4().hex
     tg = tg or {"upstream": {1: [160, 160], 4: [148, 148]}, "01": {1: [160, 160], 4: [209.9, 210.1]}}
     reps = len(next(iter(next(iter(tg.values())).values())))
-    # Prompt rates that differ with the nonce: two payloads are then two measurements, not the same
-    # sweep rows sent again (which a key may not do), while every decode figure stays as given.
-    prompt_tps = 500 + int(nonce[:6], 16) / 1e6
+    # Prompt rates drawn from the nonce, row by row, in 500-1500 t/s: two payloads are then two
+    # measurements, not one sent again within rounding (which no key may do), while every decode
+    # figure stays as given. The same nonce gives the same bytes (a retry).
+    def prompt_tps(name: str, rep: int, batch_size: int) -> float:
+        drawn = hashlib.sha256(f"{nonce}/{name}/{rep}/{batch_size}".encode()).digest()
+        return 500 + int.from_bytes(drawn[:4], "big") % 1_000_000 / 1000
 
     def rows(name: str, rep: int) -> list[dict[str, Any]]:
         return [
-            payloads.sweep_row(batch_size, values[rep - 1], prompt_tps)
+            payloads.sweep_row(batch_size, values[rep - 1], prompt_tps(name, rep, batch_size))
             for batch_size, values in sorted(tg[name].items())
         ]
 

@@ -71,6 +71,8 @@ def queue_file_groups(model_sha256: str) -> int:
 
 def settle_claims(model_sha256: str, changed: bool = False) -> int:
     """Record the file's standing and queue the groups that have not seen it; returns how many."""
+    if not changed and not claims.in_dispute(model_sha256):
+        return 0
     claims.settle(model_sha256, changed=changed)
     return queue_file_groups(model_sha256)
 

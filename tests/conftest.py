@@ -67,6 +67,7 @@ def build_payload(
     nonce = nonce or uuid.uuid4().hex
     tg = tg or {"upstream": {1: [160, 160], 4: [148, 148]}, "01": {1: [160, 160], 4: [209.9, 210.1]}}
     reps = len(next(iter(next(iter(tg.values())).values())))
+
     # Prompt rates drawn from the nonce, row by row, in 500-1500 t/s: two payloads are then two
     # measurements, not one sent again within rounding (which no key may do), while every decode
     # figure stays as given. The same nonce gives the same bytes (a retry).

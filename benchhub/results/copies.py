@@ -45,13 +45,13 @@ def fingerprint(payload: dict[str, Any]) -> tuple[str, float | None, float | Non
     return shape, _mean_log([tg for tg, _ in rows.values()]), _mean_log([pp for _, pp in rows.values()])
 
 
-def _close(a: float, b: float) -> bool:
+def close(a: float, b: float) -> bool:
     return a > 0 and b > 0 and abs(math.log(a / b)) <= LOG_TOLERANCE
 
 
 def same_measurement(mine: Rows, theirs: Rows) -> bool:
     return mine.keys() == theirs.keys() and all(
-        _close(tg, theirs[key][0]) and _close(pp, theirs[key][1]) for key, (tg, pp) in mine.items()
+        close(tg, theirs[key][0]) and close(pp, theirs[key][1]) for key, (tg, pp) in mine.items()
     )
 
 

@@ -150,7 +150,7 @@ def test_a_moderator_pins_a_claim_and_a_name_audited(api: Api, honest: list[Subm
 
 
 def test_a_withdrawal_of_the_conflicting_claim_lifts_the_hold(api: Api, campaign: Any, probation: None) -> None:
-    first = submit(api, machine_on(api, "a", "198.18.1.0/24"), 1)
+    submit(api, machine_on(api, "a", "198.18.1.0/24"), 1)
     wrong = submit(api, machine_on(api, "b", "198.18.2.0/24"), 2, model=OTHER_SIZE)
     refresh()
     assert Submission.objects.get(pk=wrong.pk).model_held, "one network each: the earlier claim stands"

@@ -100,7 +100,7 @@ def build_payload(
         created_at=vector["created_at"],
         agent=vector["agent"],
         machine={**vector["machine"], **(machine or {})},
-        model={**vector["model"], **(model or {})},
+        model=consistent_model({**vector["model"], **(model or {})}, model or {}),
         llama_cpp=vector["llama_cpp"],
         sweep={key: value for key, value in vector["sweep"].items() if key not in ("batch_sizes", "order", "runs")},
         variants=variants,
@@ -109,6 +109,19 @@ def build_payload(
         statuses=correctness,
         looped=degenerate,
     )
+
+
+def consistent_model(model: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A test that names another quant and not the tensors means a file of that quant: its main
+    tensors become that quant's type (the service refuses facts that contradict each other)."""
+    from benchhub_protocol.model_facts import DEFAULT_TENSOR_TYPE
+
+    wanted = DEFAULT_TENSOR_TYPE.get(model["file_type"])
+    if "file_type" not in overrides or "tensor_bytes_by_type" in overrides or wanted is None:
+        return model
+    tensors = dict(model["tensor_bytes_by_type"])
+    tensors[wanted] = tensors.pop("IQ2_XXS", 0) + tensors.pop(wanted, 0)
+    return {**model, "tensor_bytes_by_type": tensors}
 
 
 @pytest.fixture(autouse=True)

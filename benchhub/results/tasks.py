@@ -44,7 +44,7 @@ def queue_refresh(group: cells.Group, force: bool = False) -> bool:
     except Exception:  # the cache is down: queue without de-duplicating
         logger.warning("cache unreachable; queueing the refresh of %s without de-duplication", group)
     try:
-        refresh_group_cells.delay(*group.task_args(), force=force)
+        refresh_group_cells.delay(*group.task_args(), *((True,) if force else ()))
     except Exception:  # the broker's errors vary by transport; losing the enqueue is recoverable
         logger.exception("could not queue the refresh of %s", group)
         _release(marker)

@@ -174,7 +174,7 @@ def test_a_change_of_standing_requeues_the_files_groups_once(
     moderation.pin_claim(pinned.model_file, AnonymousUser(), "test")
     tasks.settle_claims(pinned.model_sha256, changed=True)
     assert sorted(args[1] for args in queued) == ["Apple M1", "Apple M5 Pro"]
-    assert all(args[-1] == {"force": True} for args in queued)
+    assert all(args[-2:] == (True, {}) for args in queued), "forced: nothing of theirs is waiting"
     queued.clear()
     for group in cells.all_groups():
         cells.refresh_group(group)
@@ -188,7 +188,7 @@ def test_a_change_of_standing_requeues_the_files_groups_once(
         ({"size_bytes": 600_000_000}, "model.size_bytes"),
         ({"size_bytes": 651_000_000 + 65 * 2**20}, "model.size_bytes"),
         ({"n_params": 10}, "model.n_params"),
-        ({"file_type": "Q8_0"}, "model.file_type"),
+        ({"file_type": "Q8_0", "tensor_bytes_by_type": {"F32": 1_000_000, "IQ2_XXS": 650_000_000}}, "model.file_type"),
         ({"tensor_bytes_by_type": {"F32": 0}}, "model.tensor_bytes_by_type"),
         ({"expert_count": 128}, "model.expert_used_count"),
         ({"expert_count": 8, "expert_used_count": 9}, "model.expert_used_count"),

@@ -69,7 +69,7 @@ def set_hidden(submissions: Iterable[Submission], hidden: bool, actor: Actor, re
 
 def set_released(submissions: Iterable[Submission], released: bool, actor: Actor, reason: str = "") -> int:
     """Let submissions quarantined by the server into the cells, or hold them back again (a model
-    conflict is decided per file: decide_claim)."""
+    conflict is decided per file: pin_claim)."""
     action = ModerationEvent.Action.RELEASE_SUBMISSION if released else ModerationEvent.Action.HOLD_SUBMISSION
     held = [submission for submission in submissions if Submission.HELD_FLAGS.intersection(submission.flags)]
     return _decide(held, "released", released, action, actor, reason)

@@ -25,6 +25,7 @@ from django.utils import timezone
 from benchhub.results import claims, group_sums
 from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.models import Campaign, CellGroup, Headline, LeaderboardCell, Submission
+from benchhub.rows import get_or_insert
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ GROUP_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend")
 
 def ensure_group(group: Group) -> None:
     """The group's lock row; created in the transaction that stores its first submission."""
-    CellGroup.objects.get_or_create(**group.filter())
+    get_or_insert(CellGroup, group.filter())
 
 
 def _lock(group: Group) -> None:

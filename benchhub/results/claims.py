@@ -27,6 +27,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from benchhub.results.models import FileStanding, ModelClaimDecision, ModelFile, Submission
+from benchhub.rows import get_or_insert
 
 QUARANTINED = "quarantined"
 
@@ -141,8 +142,10 @@ def settle(sha256: str, changed: bool = False) -> bool:
     found = standing(sha256)
     wanted = {"established": found.established or "", "disputed": found.disputed}
     with transaction.atomic():
-        row, created = FileStanding.objects.select_for_update().get_or_create(sha256=sha256, defaults=wanted)
-        if created:
+        known = FileStanding.objects.filter(sha256=sha256).exists()
+        row = get_or_insert(FileStanding, {"sha256": sha256}, wanted)
+        row = FileStanding.objects.select_for_update().get(pk=row.pk)
+        if not known:
             return True
         if not changed and {"established": row.established, "disputed": row.disputed} == wanted:
             return False

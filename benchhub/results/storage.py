@@ -19,6 +19,7 @@ from benchhub.results.models import (
     SweepRow,
     SweepRun,
 )
+from benchhub.rows import get_or_insert
 
 MACHINE_IDENTITY = (
     "os",
@@ -38,8 +39,7 @@ MACHINE_IDENTITY = (
 def machine_row(machine: dict[str, Any]) -> Machine:
     facts = {name: machine.get(name, "" if name == "os_build" else None) for name in MACHINE_IDENTITY}
     fingerprint = hashlib.sha256(envelope.canonical_bytes(facts)).hexdigest()
-    row, _ = Machine.objects.get_or_create(fingerprint=fingerprint, defaults=facts)
-    return row
+    return get_or_insert(Machine, {"fingerprint": fingerprint}, facts)
 
 
 def model_facts(model: dict[str, Any]) -> dict[str, Any]:
@@ -55,10 +55,7 @@ def model_file_row(model: dict[str, Any]) -> ModelFile:
     """This submission's own claim about its model file (identical claims share a row)."""
     claim = {**model_facts(model), "file_name": model["file_name"], "label": model.get("label", "")}
     fingerprint = hashlib.sha256(envelope.canonical_bytes(claim)).hexdigest()
-    row, _ = ModelFile.objects.get_or_create(
-        fingerprint=fingerprint, defaults={**claim, "facts_digest": facts_digest(model)}
-    )
-    return row
+    return get_or_insert(ModelFile, {"fingerprint": fingerprint}, {**claim, "facts_digest": facts_digest(model)})
 
 
 def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> dict[Any, dict[str, SubmissionVariant]]:

@@ -204,3 +204,13 @@ def ada(api: Api, campaign: Any, personas: dict[str, envelope.Signer]) -> envelo
     """A registered contributor, ready to submit."""
     assert api.register(personas["ada"], "ada").status_code == 201
     return personas["ada"]
+
+
+def read_csv(text: str) -> list[dict[str, str]]:
+    """The data rows of a CSV export, once its last line says it is whole and counts them."""
+    import csv
+
+    body, _, last = text.rstrip("\r\n").rpartition("\r\n")
+    rows = list(csv.DictReader(io.StringIO(body + "\r\n")))
+    assert last == f"# complete: {len(rows)} rows", f"the export is cut or miscounted: {last[:80]!r}"
+    return rows

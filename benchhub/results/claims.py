@@ -16,14 +16,14 @@ and says when it changed, so that the caller queues the file's groups once (task
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import CharField, Count, Min, Value
+from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
 
 from benchhub.results.models import FileStanding, ModelClaimDecision, ModelFile, Submission
@@ -176,19 +176,20 @@ def display_name(sha256: str, found: Standing | None) -> tuple[str, str] | None:
         return None
     digest = found.established if found is not None else None
     probation = timedelta(seconds=settings.BENCHHUB_KEY_PROBATION_S)
-    rows = Submission.objects.filter(
-        model_sha256=sha256, withdrawn_at__isnull=True, hidden=False, key__banned=False
-    ).order_by("received_at")
+    rows = Submission.objects.filter(model_sha256=sha256, withdrawn_at__isnull=True, hidden=False, key__banned=False)
     if digest is not None:
         rows = rows.filter(model_file__facts_digest=digest)
     if probation:
         rows = rows.filter(key__created_at__lte=timezone.now() - probation)
-    votes: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for label, file_name, quant, key, network in rows.values_list(
-        "model_file__label", "model_file__file_name", "model_file__file_type", "key_id", "key__registered_network"
-    ):
-        votes[(label or file_name, quant)].add(network_of(key, network))
-    if not votes:
-        return None
-    # max() keeps the first of equals: the name sent earliest among those with the most networks.
-    return max(votes, key=lambda name: len(votes[name]))
+    # One vote per network (as standing counts them), tallied in the database: a popular file has
+    # thousands of submissions, and every refresh of each of its groups asks.
+    network = Coalesce(NullIf("key__registered_network", Value("")), Concat(Value("key:"), Cast("key_id", CharField())))
+    shown = Coalesce(NullIf("model_file__label", Value("")), "model_file__file_name")
+    tally = (
+        rows.annotate(shown=shown)
+        .values("shown", "model_file__file_type")
+        .annotate(networks=Count(network, distinct=True), first=Min("received_at"))
+        .order_by("-networks", "first", "shown")
+        .first()
+    )
+    return None if tally is None else (tally["shown"], tally["model_file__file_type"])

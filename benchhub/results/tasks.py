@@ -65,8 +65,10 @@ def queue_file_pages(model_sha256: str) -> int:
 
 
 @shared_task(name="benchhub.results.tasks.refresh_group_cells")
-def refresh_group_cells(campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str, backend: str) -> int:
-    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend)
+def refresh_group_cells(
+    campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str, backend: str, campaign_version: int = 1
+) -> int:
+    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend, campaign_version)
     marker = _marker(group)
     if not group.waiting_submissions().exists():
         # A duplicate or late message costs a query or two and no lock. The marker goes first, then

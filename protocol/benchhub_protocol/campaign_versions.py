@@ -172,37 +172,33 @@ def measured_from(versions: Sequence[Mapping[str, Any]]) -> dict[int, int]:
     return found
 
 
-def _variant_facts(variant: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "commit": variant.get("commit"),
-        "ref": variant.get("ref"),
-        "patches": [f"{patch['name']} ({patch['sha256'][:12]})" for patch in variant.get("patches", [])],
-        "env": variant.get("env", {}),
-    }
+def _shown(key: str, value: Any) -> str:
+    if key == "patches" and isinstance(value, list):
+        return str([f"{patch['name']} ({patch['sha256'][:12]})" for patch in value])
+    return str(value)
+
+
+def _differences(where: str, old: Mapping[str, Any], new: Mapping[str, Any], skip: Iterable[str] = ()) -> list[str]:
+    found = []
+    for key in sorted((set(old) | set(new)) - set(skip)):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        if key == "description" or (isinstance(before, str) and len(before) > 80):
+            found.append(f"{where}{key} changed")
+        else:
+            found.append(f"{where}{key}: {_shown(key, before)} -> {_shown(key, after)}")
+    return found
 
 
 def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What a version changed from the one before it, one short phrase each."""
-    found = []
     olds = {variant["name"]: variant for variant in old["variants"]}
     news = {variant["name"]: variant for variant in new["variants"]}
-    for name in news.keys() - olds.keys():
-        found.append(f"variant {name} added")
-    for name in olds.keys() - news.keys():
-        found.append(f"variant {name} removed")
+    found = [f"variant {name} added" for name in news.keys() - olds.keys()]
+    found += [f"variant {name} removed" for name in olds.keys() - news.keys()]
     for name in sorted(olds.keys() & news.keys()):
-        before, after = _variant_facts(olds[name]), _variant_facts(news[name])
-        found += [f"variant {name} {key}: {before[key]} -> {after[key]}" for key in before if before[key] != after[key]]
-    for key in ("repo", "baseline"):
-        if old.get(key) != new.get(key):
-            found.append(f"{key}: {old.get(key)} -> {new.get(key)}")
-    sweep_keys = sorted(set(old["sweep"]) | set(new["sweep"]))
-    found += [
-        f"sweep.{key}: {old['sweep'].get(key)} -> {new['sweep'].get(key)}"
-        for key in sweep_keys
-        if old["sweep"].get(key) != new["sweep"].get(key)
-    ]
-    for key in ("min_effect", "plausible_ratio", "patched_backends", "correctness"):
-        if old.get(key) != new.get(key):
-            found.append(f"{key}: {old.get(key)} -> {new.get(key)}")
+        found += _differences(f"variant {name} ", olds[name], news[name], ("name", *UNSIGNED_VARIANT))
+    found += _differences("sweep.", old["sweep"], new["sweep"])
+    found += _differences("", old, new, ("variants", "sweep", "version", *UNSIGNED_TOP))
     return found

@@ -121,8 +121,7 @@ def settle(campaign: Any, version_model: Any = None) -> None:
         version_model.objects.filter(pk=row.pk).update(
             state=state, measured_from=measured.get(row.version, row.version), changes=changes
         )
-        if row.signature:
-            previous = row
+        previous = row
     current = (published or rows)[-1].manifest
     campaign_model = type(campaign)
     campaign_model.objects.filter(pk=campaign.pk).update(

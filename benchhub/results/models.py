@@ -53,7 +53,7 @@ class CampaignVersion(models.Model):
         SUPERSEDED = "superseded"
         CLOSED = "closed"
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="versions")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="versions")
     version = models.PositiveIntegerField()
     digest = models.CharField(max_length=64, unique=True)
     manifest = models.JSONField()

@@ -108,7 +108,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='campaignversion',
             name='campaign',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='results.campaign'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='results.campaign'),
         ),
         migrations.AddField(
             model_name='submission',

@@ -129,7 +129,8 @@ def _signed_by(manifest: dict[str, Any]) -> str | None:
 
 
 def require_pinned(plan: Campaign) -> None:
-    """The agent never builds an unpinned ref: a variant without a commit is a draft's, not runnable."""
+    """The agent never builds an unpinned ref, nor a draft: a variant without a commit, or a version
+    without a signature, runs nothing."""
     for variant in plan.variants:
         if not variant.commit:
             follows = f" (it follows {variant.ref})" if variant.ref else ""
@@ -138,6 +139,12 @@ def require_pinned(plan: Campaign) -> None:
                 f"Variant {variant.name} of campaign {plan.slug} names no commit{follows}: version {plan.version} "
                 "is a draft, and runs once a moderator pins it in a signed version.",
             )
+    if not plan.digest:
+        raise AgentError(
+            ExitCode.CAMPAIGN,
+            f"Version {plan.version} of campaign {plan.slug} is a draft (not signed): it runs once a moderator "
+            "publishes it signed.",
+        )
 
 
 def newer_version_note(plan: Campaign) -> str | None:

@@ -20,7 +20,7 @@ from benchhub.accounts.models import Contributor, PublicKey
 
 
 class Campaign(models.Model):
-    """One A/B campaign; `definition` is the JSON of protocol/benchhub_protocol/campaigns/<slug>.json."""
+    """One A/B campaign; `definition` is a copy of its current version's manifest (CampaignVersion)."""
 
     slug = models.SlugField(max_length=64, unique=True)
     title = models.CharField(max_length=200)

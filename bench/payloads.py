@@ -64,11 +64,12 @@ def persona(index: int) -> envelope.Signer:
     return envelope.Signer.from_seed(hashlib.sha256(f"benchhub-bench-persona:{index}".encode()).digest())
 
 
-def campaign_variants(definition: dict[str, Any], patch_sha256: dict[str, str]) -> list[VariantSpec]:
+def campaign_variants(definition: dict[str, Any]) -> list[VariantSpec]:
+    """The variants of a campaign version's manifest, with the patch hashes it signed."""
     return [
         VariantSpec(
             variant["name"],
-            [{"name": name, "sha256": patch_sha256[name]} for name in variant["patches"]],
+            [{"name": patch["name"], "sha256": patch["sha256"]} for patch in variant["patches"]],
             dict(variant["env"]),
         )
         for variant in definition["variants"]

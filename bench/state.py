@@ -44,12 +44,9 @@ def crowd_keys(count: int) -> list[Any]:
 
 
 def variants() -> list[payloads.VariantSpec]:
-    from benchhub.results import campaigns
     from benchhub.results.models import Campaign
 
-    definition = Campaign.objects.get(slug=payloads.CAMPAIGN).definition
-    hashes = {name: campaigns.patch_file(name).sha256 or "" for name in campaigns.campaign_patch_names(definition)}
-    return payloads.campaign_variants(definition, hashes)
+    return payloads.campaign_variants(Campaign.objects.get(slug=payloads.CAMPAIGN).definition)
 
 
 class Writer:

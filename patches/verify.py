@@ -27,7 +27,7 @@ sys.path.insert(0, str(PATCHES_DIR))
 
 from verify_tools import apply_patch, copy_tree, host_syntax, metal_run, metal_syntax, touched_files  # noqa: E402
 
-CAMPAIGN_FILE = PATCHES_DIR.parent / "protocol" / "benchhub_protocol" / "campaigns" / "mv-ext-iquants.json"
+CAMPAIGN_FILE = PATCHES_DIR.parent / "protocol" / "benchhub_protocol" / "campaigns" / "mv-ext-iquants" / "v1.json"
 PRISTINE_DIRNAME = "llama.cpp-0c1e570"
 METAL_DIR = "ggml/src/ggml-metal"
 MUL_MV = f"{METAL_DIR}/kernels/mul_mv.metal"
@@ -72,7 +72,7 @@ def campaign() -> tuple[list[str], set[str]]:
     """The patch files in the order the campaign applies them, and the variables its vector variant sets."""
     variants = json.loads(CAMPAIGN_FILE.read_text())["variants"]
     widest = max(variants, key=lambda v: len(v["patches"]))
-    return list(widest["patches"]), set(widest["env"])
+    return [patch["name"] for patch in widest["patches"]], set(widest["env"])
 
 
 def read(tree: Path, rel: str) -> str:

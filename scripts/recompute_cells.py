@@ -4,7 +4,8 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, checked against its stated SHA-256, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by docs/protocol.md section 7 (cells version 3),
+  3. recomputes every cell by docs/protocol.md section 7 (cells version 3), judging each submission by
+     the campaign version it ran under (campaign versions),
   4. with --server, prints every cell field that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 
     python scripts/recompute_cells.py --server https://benchhub.example
@@ -60,7 +61,7 @@ STATES = ("counted", "hidden", "held", "withdrawn")
 HELD_REASONS = ("quarantined", "model_conflict")  # the server's decisions that hold a submission
 COMPARED_SETTINGS = ("npp", "ntg", "n_ctx", "flash_attn", "n_gpu_layers")
 RUN_STATE_FLAGS = ("on_battery", "low_power_mode", "thermal_pressure")
-KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "backend", "variant", "commit", "batch_size")
+KEY_FIELDS = ("chip", "gpu_cores", "model_sha256", "backend", "variant", "commit", "batch_size", "campaign_version")
 FLOAT_FIELDS = (
     "baseline_tg_tps",
     "tg_tps",
@@ -83,11 +84,13 @@ EXACT_FIELDS = (
     "n_pending",
     "excluded",
     "control",
+    "superseded",
 )
 REL_TOL = 1e-9
 
-# campaign, chip, gpu_cores, model sha256, backend: one page, whose verdicts are controlled together
-PageId = tuple[str, str, "int | None", str, str]
+# campaign, chip, gpu_cores, model sha256, backend, campaign version (of its cells): one page, whose
+# verdicts are controlled together
+PageId = tuple[str, str, "int | None", str, str, int]
 Row = dict[str, Any]
 
 
@@ -404,12 +407,24 @@ class Rules:
     headline_sizes: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class Version:
+    """One published campaign version, as the snapshot lists it."""
+
+    number: int
+    digest: str
+    published_at: datetime | None
+    manifest: dict[str, Any]
+    rules: Rules
+    cells: int = 0  # the version its cells are numbered by (measured_from)
+
+
 @dataclass
 class Snapshot:
     generated_at: datetime
     key_probation_s: int
     campaigns: dict[str, dict[str, Any]] = field(default_factory=dict)  # slug -> manifest
-    rules: dict[str, Rules] = field(default_factory=dict)  # slug -> rules
+    versions: dict[str, list[Version]] = field(default_factory=dict)  # slug -> its published versions, oldest first
     keys: dict[str, dict[str, bytes]] = field(default_factory=dict)  # handle -> keyid -> public key
     registered: dict[str, datetime] = field(default_factory=dict)  # keyid -> when it was registered
     submissions: Iterator[Submission] = field(default_factory=lambda: iter(()))  # verified as read, oldest first
@@ -465,13 +480,55 @@ def parse_snapshot(data: bytes) -> Snapshot:
         if line.get("kind") == "campaign":
             slug = line["manifest"]["slug"]
             snapshot.campaigns[slug] = line["manifest"]
-            snapshot.rules[slug] = campaign_rules(line["rules"])
+            snapshot.versions[slug] = campaign_versions(line)
         elif line.get("kind") == "contributor":
             snapshot.keys[line["handle"]] = contributor_keys(line, snapshot)
         else:
             snapshot.submissions = verified_submissions(itertools.chain([line], lines), snapshot)
             break
     return snapshot
+
+
+def campaign_versions(line: Mapping[str, Any]) -> list[Version]:
+    """The published (signed) versions of a campaign line, each with the version its cells are numbered
+    by: the earliest since which nothing measured (commits, patches, env, sweep) changed. A snapshot
+    without versions (before cells version 4) is its manifest as version 1."""
+    listed = line.get("versions") or [{**line, "version": 1, "digest": "", "signature": "-", "published_at": None}]
+    found: list[Version] = []
+    for entry in listed:
+        if not entry.get("signature"):
+            continue  # a draft: nothing runs under it
+        published = timestamp(entry["published_at"]) if entry.get("published_at") else None
+        number, manifest = int(entry["version"]), entry["manifest"]
+        same = found and measured(found[-1].manifest) == measured(manifest)
+        cells = found[-1].cells if same else number
+        found.append(Version(number, entry["digest"], published, manifest, campaign_rules(entry["rules"]), cells))
+    return found
+
+
+def measured(manifest: Mapping[str, Any]) -> Any:
+    """What a version makes a machine measure; a version that changes it supersedes the older cells."""
+    variants = [
+        (v["name"], v.get("commit"), [(p["name"], p["sha256"]) for p in v.get("patches", [])], v.get("env", {}))
+        for v in manifest["variants"]
+    ]
+    return (manifest["repo"], manifest["baseline"], variants, manifest["sweep"])
+
+
+def version_of(payload: Mapping[str, Any], versions: Sequence[Version]) -> Version:
+    """The version a submission is judged by: the one its campaign_digest names, else the newest
+    published at or before its created_at (else the first)."""
+    named = payload.get("campaign_digest")
+    if named is not None:
+        for version in versions:
+            if version.digest == named:
+                return version
+        raise BadInput(f"its campaign_digest {str(named)[:16]}... is no published version of {payload['campaign']}")
+    if not versions:
+        raise BadInput(f"campaign {payload['campaign']} has no published version")
+    created = timestamp(payload["created_at"])
+    opened = [v for v in versions if v.published_at is None or v.published_at <= created]
+    return opened[-1] if opened else versions[0]
 
 
 def campaign_rules(rules: Mapping[str, Any]) -> Rules:
@@ -511,6 +568,7 @@ def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) ->
                 raise BadInput("a submission is signed by exactly one key of its contributor")
             if payload.get("campaign") not in snapshot.campaigns:
                 raise BadInput(f"its campaign {payload.get('campaign')!r} is not in the snapshot")
+            version_of(payload, snapshot.versions[payload["campaign"]])
             if line.get("withdrawal") is not None or line["state"] == "withdrawn":
                 verify_withdrawal(line, keys)
         except BadInput as exc:
@@ -637,11 +695,13 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
     pages: dict[PageId, dict[PageKey, Tally]] = defaultdict(dict)
     for submission in snapshot.submissions:
         payload = submission.payload
-        manifest = snapshot.campaigns[payload["campaign"]]
+        version = version_of(payload, snapshot.versions[payload["campaign"]])
+        manifest = version.manifest
         if nonstandard(payload, manifest):
             continue
         baseline, machine, model = manifest["baseline"], payload["machine"], payload["model"]
-        page = pages[manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], machine["backend"]]
+        where = (manifest["slug"], machine["chip"], machine["gpu_cores"], model["sha256"], machine["backend"])
+        page = pages[(*where, version.cells)]
         commits = {variant["name"]: variant["commit"] for variant in payload["variants"]}
         reasons = {name: exclusion(submission, name, baseline) for name in commits}
         named: Named = (
@@ -663,13 +723,16 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
                 tally.rows.append(Measured(submission.keyid, submission.contributor, ratio, base))
                 tally.first_counted = min(tally.first_counted or named, named)
     boards: dict[str, list[Row]] = {slug: [] for slug in snapshot.campaigns}
-    for page_id in sorted(pages, key=lambda p: (p[0], p[1], -1 if p[2] is None else p[2], p[3], p[4])):
-        boards[page_id[0]] += page_rows(page_id, pages[page_id], snapshot.rules[page_id[0]])
+    for page_id in sorted(pages, key=lambda p: (p[0], p[1], -1 if p[2] is None else p[2], p[3], p[4], p[5])):
+        versions = snapshot.versions[page_id[0]]
+        # Judged by the rules of the newest version among those its cells are numbered by.
+        rules = [version for version in versions if version.cells == page_id[5]][-1].rules
+        boards[page_id[0]] += page_rows(page_id, pages[page_id], rules, page_id[5] != versions[-1].cells)
     return boards
 
 
-def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules) -> list[Row]:
-    _, chip, gpu_cores, sha256, backend = page_id
+def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules, superseded: bool) -> list[Row]:
+    _, chip, gpu_cores, sha256, backend, campaign_version = page_id
     found = page_stats(
         {key: tally.rows for key, tally in tallies.items()},
         headline_sizes=rules.headline_sizes,
@@ -699,6 +762,8 @@ def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules) -
                 "predict_level": numbers.predict_level,
                 "verdict": numbers.verdict,
                 "min_effect": rules.min_effect,
+                "campaign_version": campaign_version,
+                "superseded": superseded,
                 "n_machines": numbers.n_machines,
                 "n_submissions": numbers.n_submissions,
                 "n_contributors": numbers.n_contributors,
@@ -732,10 +797,10 @@ def compare(slug: str, ours: Sequence[Row], theirs: Sequence[Row]) -> tuple[int,
     copies = Counter(row_key(r) for r in theirs)
     lines, differing = [], 0
     for key in sorted(mine.keys() | live.keys(), key=lambda k: json.dumps(k)):
-        chip, gpu_cores, sha256, backend, variant, commit, batch = key
+        chip, gpu_cores, sha256, backend, variant, commit, batch, version = key
         where = (
             f"{slug} chip={chip!r} gpu_cores={gpu_cores} model={str(sha256)[:12]} backend={backend} "
-            f"variant={variant}@{str(commit)[:12]} b={batch}"
+            f"variant={variant}@{str(commit)[:12]} b={batch} campaign_version={version}"
         )
         if copies[key] > 1:
             found = [f"{where}: {copies[key]} rows on the live API"]

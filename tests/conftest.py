@@ -16,9 +16,10 @@ from benchhub_protocol import envelope, payloads
 from benchhub_protocol.payloads import signed_registration, signed_submission
 
 VECTOR: dict[str, Any] = json.loads((Path(__file__).parent / "vectors" / "protocol-vector.json").read_text())
+# The campaign's real patch files: their sha256 are the ones its signed versions name.
 PATCH_TEXT = {
-    "01-mv-ext-iquants.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 01\n",
-    "02-vectorized-bs1.patch": b"--- a/ggml-metal.metal\n+++ b/ggml-metal.metal\n+// 02\n",
+    name: (Path(__file__).parent.parent / "patches" / name).read_bytes()
+    for name in ("01-mv-ext-iquants.patch", "02-vectorized-bs1.patch")
 }
 PERSONAS = ("ada", "bob", "cole", "dina", "eve")
 # The environment mv-ext-iquants gives its 01+02 variant (protocol/benchhub_protocol/campaigns/).

@@ -1,21 +1,24 @@
-"""The campaign a run follows: the server's manifest, or the copy bundled with the agent.
+"""The campaign a run follows: the server's manifest, or the newest version bundled with the agent.
 
-The bundled definition names patch files; their hashes are computed from the bundled files. A server
-manifest is checked field by field first (manifest.py), then gives each patch's sha256 and URL: the
-agent downloads it, checks the hash and refuses a mismatch. Either way every patch the agent applies
-has been hashed from the exact bytes applied. The hash says nothing of whether the code is safe to
-run (the server supplies both): trust.py asks about code that is not bundled.
+Every version is signed by the offline campaign key (benchhub_protocol.campaign_versions); the agent
+bundles the public keys it trusts. A server manifest is checked field by field first (manifest.py),
+then its signature over its digest, before anything of it is used or asked about (exit 16): a server
+cannot change one signed field. Then each patch is downloaded from its URL and checked against the
+signed sha256. A bundled version's patch files are checked against its signed sha256 too. A version
+whose variants do not all pin a commit is a draft: nothing of it is built (require_pinned). Code that
+is signed but not bundled is still shown and asked about (trust.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from benchhub_protocol import campaign_versions
 
 from . import client
 from . import manifest as manifest_rules
@@ -58,6 +61,9 @@ class Campaign:
     min_effect: float = (
         0.02  # the smallest effect worth reporting (docs/protocol.md section 6): verdicts and the sweep's target
     )
+    version: int = 0  # the campaign version (0: none known)
+    digest: str = ""  # its digest, sent as the payload's campaign_digest; empty for a draft
+    manifest: dict[str, Any] = field(default_factory=dict)  # the signed manifest, to say what a newer one changed
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -74,20 +80,33 @@ def _bundled_data() -> Path:
     return Path(str(resources.files("benchhub_agent") / "data"))
 
 
+def bundled_manifest(slug: str) -> dict[str, Any] | None:
+    """The newest version of the campaign bundled with this agent, or None."""
+    found = campaign_versions.bundled_versions().get(slug)
+    return found[-1] if found else None
+
+
 def bundled(slug: str) -> Campaign:
-    path = Path(str(resources.files("benchhub_protocol") / "campaigns")) / f"{slug}.json"
-    if not path.is_file():
+    definition = bundled_manifest(slug)
+    if definition is None:
         raise AgentError(ExitCode.CAMPAIGN, f"No campaign {slug!r} is bundled with this agent and no server gave one.")
-    definition = json.loads(path.read_text())
+    if definition.get("signature") and _signed_by(definition) is None:
+        raise AgentError(
+            ExitCode.SIGNATURE,
+            f"The bundled version {definition['version']} of campaign {slug} is not signed by a campaign key "
+            "this agent trusts: reinstall benchhub-agent.",
+        )
     patch_dir = _bundled_data() / "patches"
     variants = []
     for entry in definition["variants"]:
         patches = []
-        for name in entry["patches"]:
-            patch_path = patch_dir / name
-            if not patch_path.is_file():
-                raise AgentError(ExitCode.CAMPAIGN, f"The bundled patch {name} of campaign {slug} is missing.")
-            patches.append(Patch(name, _sha256(patch_path.read_bytes()), patch_path))
+        for patch in entry["patches"]:
+            patch_path = patch_dir / patch["name"]
+            if not patch_path.is_file() or _sha256(patch_path.read_bytes()) != patch["sha256"]:
+                raise AgentError(
+                    ExitCode.CAMPAIGN, f"The bundled patch {patch['name']} of campaign {slug} is missing or altered."
+                )
+            patches.append(Patch(patch["name"], patch["sha256"], patch_path))
         variants.append(
             Variant(entry["name"], entry["commit"] or "", tuple(patches), dict(entry["env"]), entry.get("ref"))
         )
@@ -99,6 +118,44 @@ def bundled(slug: str) -> Campaign:
         dict(definition["sweep"]),
         "bundled",
         float(definition.get("min_effect", 0.02)),
+        int(definition["version"]),
+        campaign_versions.digest(definition) if definition.get("signature") else "",
+        campaign_versions.signed_body(definition),
+    )
+
+
+def _signed_by(manifest: dict[str, Any]) -> str | None:
+    return campaign_versions.verify(manifest, campaign_versions.trusted_keys())
+
+
+def require_pinned(plan: Campaign) -> None:
+    """The agent never builds an unpinned ref, nor a draft: a variant without a commit, or a version
+    without a signature, runs nothing."""
+    for variant in plan.variants:
+        if not variant.commit:
+            follows = f" (it follows {variant.ref})" if variant.ref else ""
+            raise AgentError(
+                ExitCode.CAMPAIGN,
+                f"Variant {variant.name} of campaign {plan.slug} names no commit{follows}: version {plan.version} "
+                "is a draft, and runs once a moderator pins it in a signed version.",
+            )
+    if not plan.digest:
+        raise AgentError(
+            ExitCode.CAMPAIGN,
+            f"Version {plan.version} of campaign {plan.slug} is a draft (not signed): it runs once a moderator "
+            "publishes it signed.",
+        )
+
+
+def newer_version_note(plan: Campaign) -> str | None:
+    """What to tell a contributor whose agent bundles an older version than the one the server serves."""
+    shipped = bundled_manifest(plan.slug)
+    if shipped is None or plan.source != "server" or plan.version <= int(shipped["version"]):
+        return None
+    changed = campaign_versions.changes(campaign_versions.signed_body(shipped), plan.manifest)
+    return (
+        f"Campaign {plan.slug} version {plan.version} is open; this agent bundles version {shipped['version']}. "
+        f"What changed: {'; '.join(changed) or 'nothing it measures'}."
     )
 
 
@@ -106,7 +163,27 @@ def from_manifest(manifest: dict[str, Any], dirs: Dirs, slug: str | None = None,
     """A server manifest, every field checked before use, with each patch downloaded once into the cache
     and verified against its sha256."""
     slug = slug or str(manifest.get("slug"))
+    if manifest.get("state") == "draft" and manifest.get("signature") is None and manifest.get("slug") == slug:
+        raise AgentError(
+            ExitCode.CAMPAIGN,
+            f"Campaign {slug} has no open version yet (version {str(manifest.get('version'))[:8]} is a draft): "
+            "nothing of it runs until a moderator publishes a signed one.",
+        )
     manifest_rules.validate(manifest, slug, client.is_loopback(urlsplit(server).hostname))
+    if _signed_by(manifest) is None:
+        raise AgentError(
+            ExitCode.SIGNATURE,
+            f"The server's manifest for campaign {slug} is not signed by a campaign key this agent trusts "
+            "(a field was changed, or the signature is missing): refused before anything of it was used.",
+        )
+    version = int(manifest["version"])
+    shipped = bundled_manifest(slug)
+    if shipped is not None and shipped.get("signature") and version < int(shipped["version"]):
+        raise AgentError(
+            ExitCode.CAMPAIGN,
+            f"The server serves version {version} of campaign {slug}, older than the version {shipped['version']} "
+            "this agent bundles: refused.",
+        )
     variants = []
     for entry in manifest["variants"]:
         if not entry.get("available", True):
@@ -121,7 +198,18 @@ def from_manifest(manifest: dict[str, Any], dirs: Dirs, slug: str | None = None,
     min_effect = manifest.get("min_effect")
     if not isinstance(min_effect, (int, float)) or isinstance(min_effect, bool) or not 0 < min_effect < 1:
         min_effect = 0.02  # absent or nonsensical: the protocol's default (the service judges with its own copy)
-    return Campaign(slug, manifest["repo"], manifest["baseline"], tuple(variants), sweep, "server", float(min_effect))
+    return Campaign(
+        slug,
+        manifest["repo"],
+        manifest["baseline"],
+        tuple(variants),
+        sweep,
+        "server",
+        float(min_effect),
+        version,
+        campaign_versions.digest(manifest),
+        campaign_versions.signed_body(manifest),
+    )
 
 
 def _fetch_patch(name: str, sha256: str, url: str, dirs: Dirs) -> Patch:

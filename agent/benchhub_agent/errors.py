@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     DECLINED = 13  # on battery or in Low Power Mode, and the run was not confirmed (answer yes, or pass --yes)
     DEVICE = 14  # the model did not run on the device backend asked for (llama.cpp fell back to the CPU)
     DEADLINE = 15  # a request, a git fetch or the loading of a campaign ran past its deadline
+    SIGNATURE = 16  # the campaign's manifest is not signed by a campaign key this agent trusts: refused unused
     INTERRUPTED = 130  # Ctrl-C
 
 

@@ -127,14 +127,13 @@ def _variant(entry: object, slug: str, where: str) -> str:
     if not available:
         return name  # never used: the server lists it without its patches (not published yet)
     commit, ref = entry.get("commit"), entry.get("ref")
-    if commit not in (None, ""):
-        _string(commit, COMMIT, slug, f"{where}.commit", "40 lowercase hex characters")
+    if commit in (None, ""):
+        raise _refuse(slug, f"{where}.commit", "is missing: this agent builds pinned commits only, never a ref")
+    _string(commit, COMMIT, slug, f"{where}.commit", "40 lowercase hex characters")
     if ref is not None and (
         not isinstance(ref, str) or not REF.fullmatch(ref) or ".." in ref or ref.endswith((".lock", "."))
     ):
         raise _refuse(slug, f"{where}.ref", f"{_shown(ref)} is not a plain refs/... name")
-    if commit in (None, "") and ref is None:
-        raise _refuse(slug, where, "names neither a commit nor a ref")
     _patches(entry.get("patches"), slug, f"{where}.patches")
     _env(entry.get("env"), slug, f"{where}.env")
     return name
@@ -169,6 +168,7 @@ def validate(manifest: object, slug: str, local_server: bool = False) -> None:
     if manifest.get("slug") != slug:
         raise _refuse(slug, "slug", f"{_shown(manifest.get('slug'))} is not the campaign asked for")
     _string(slug, SLUG, slug, "slug", "a plain slug")
+    _integer(manifest.get("version"), (1, 999_999), slug, "version")
     _repo(manifest.get("repo"), slug, local_server)
     variants = manifest.get("variants")
     if not isinstance(variants, list) or not 1 <= len(variants) <= MAX_VARIANTS:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import platform
 import shutil
@@ -67,22 +66,6 @@ def _selected_variants(plan: campaign.Campaign, prebuilt: dict[str, Path]) -> li
     if plan.baseline not in prebuilt:
         raise AgentError(ExitCode.USAGE, f"--variant must include the baseline {plan.baseline!r}: speedups are paired.")
     return [variant for variant in plan.variants if variant.name in prebuilt]
-
-
-def resolve_refs(variants: list[campaign.Variant], repo: str, options: RunOptions) -> list[campaign.Variant]:
-    """A variant that follows a git ref (a pull request branch) runs at the commit the ref points to now,
-    and that commit is what the result reports."""
-    resolved = []
-    for variant in variants:
-        if variant.ref and not variant.commit:
-            if options.llama_src or options.prebuilt:
-                raise AgentError(
-                    ExitCode.SOURCE,
-                    f"Variant {variant.name} follows {variant.ref}: it needs git, not --llama-src or --variant.",
-                )
-            variant = dataclasses.replace(variant, commit=source.resolve_ref(repo, variant.ref))
-        resolved.append(variant)
-    return resolved
 
 
 def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettings:
@@ -175,13 +158,14 @@ def run_state_flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Progress) -> RunResult:
     """`plan` was loaded, checked and trusted before this (cli.run): nothing here runs before that."""
+    campaign.require_pinned(plan)  # checked at loading too; here again, before anything is read or built
     progress.start("Reading the model")
     model_facts = model.model_facts(options.model_path, dirs, options.label)
     progress.note(
         f"  {model_facts['file_name']}: {model_facts['architecture']}, {model_facts['file_type']}, "
         f"{model_facts['n_params']:,} parameters, sha256 {model_facts['sha256'][:12]}"
     )
-    variants = resolve_refs(_selected_variants(plan, options.prebuilt), plan.repo, options)
+    variants = _selected_variants(plan, options.prebuilt)
     backend = detect_backend(options.backend)
     settings = _settings(plan, options)
     for difference in sweep.planned_differences(settings, plan.sweep):
@@ -228,6 +212,7 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
     try:
         payload = result.assemble(
             campaign=plan.slug,
+            campaign_digest=plan.digest or None,
             machine=machine_facts,
             model=model_facts,
             llama_cpp=llama_cpp,

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import campaign, machine, trust
 from .dirs import Dirs
-from .errors import AgentError, ExitCode
+from .errors import AgentError, ExitCode, printable
 from .progress import Progress
 
 Echo = Callable[[str], None]
@@ -28,10 +28,16 @@ def refuse_rosetta(run: machine.Runner = machine.run_quietly, system: str | None
 
 
 def load_campaign(slug: str, server: str | None, upload: bool, dirs: Dirs, progress: Progress) -> campaign.Campaign:
-    """The campaign, with its manifest checked; when the run will upload, the server must answer for it."""
+    """The campaign, with its manifest and signature checked; when the run will upload, the server must
+    answer for it. A contributor whose agent bundles an older version is told what the open one changed."""
     progress.start("Loading the campaign")
     plan, fallback = campaign.load(slug, server, dirs, required=upload)
-    progress.note(f"  {plan.slug}: {'bundled copy (' + fallback + ')' if fallback else 'manifest from the server'}")
+    where = f"bundled copy ({fallback})" if fallback else "manifest from the server, signed by the campaign key"
+    progress.note(f"  {plan.slug} version {plan.version}: {where}")
+    newer = campaign.newer_version_note(plan)
+    if newer:
+        progress.note(f"  {printable(newer)}")
+    campaign.require_pinned(plan)
     return plan
 
 

@@ -15,6 +15,7 @@ from .keys import now_rfc3339
 def assemble(
     *,
     campaign: str,
+    campaign_digest: str | None,
     machine: dict[str, Any],
     model: dict[str, Any],
     llama_cpp: dict[str, Any],
@@ -30,6 +31,7 @@ def assemble(
         "created_at": now_rfc3339(),
         "agent": {"name": "benchhub-agent", "version": __version__},
         "campaign": campaign,
+        **({"campaign_digest": campaign_digest} if campaign_digest else {}),
         "machine": machine,
         "model": model,
         "llama_cpp": llama_cpp,

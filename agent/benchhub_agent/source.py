@@ -23,7 +23,6 @@ from .dirs import Dirs
 from .errors import AgentError, ExitCode
 
 FETCH_DEADLINE_S = 1800.0  # one commit of llama.cpp is about 30 MB
-LS_REMOTE_DEADLINE_S = 120.0
 _HASH_CHUNK = 16 * 1024 * 1024
 # Git reaches a repository over https or file:// only (the manifest's rule), and so does any redirect
 # it follows: git hands curl only the protocols allowed here.
@@ -175,21 +174,3 @@ def _export(store: Path, commit: str, target: Path) -> None:
         stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
     if process.returncode != 0:
         raise AgentError(ExitCode.SOURCE, f"Could not export llama.cpp {commit[:12]}: {stderr.strip()[:300]}")
-
-
-def resolve_ref(repo: str, ref: str) -> str:
-    """The commit a ref points to now (`git ls-remote`: nothing is fetched). Only the ref itself counts:
-    ls-remote also lists refs that merely end with the pattern."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    args = ["git", *PROTOCOLS, "ls-remote", "--", repo, ref]
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=LS_REMOTE_DEADLINE_S)
-    except FileNotFoundError as error:
-        raise AgentError(ExitCode.MISSING_TOOL, "git is not installed: see `benchhub-agent doctor`.") from error
-    except subprocess.TimeoutExpired as error:
-        raise _deadline(["ls-remote"], LS_REMOTE_DEADLINE_S) from error
-    commits = [line.split("\t")[0] for line in done.stdout.splitlines() if line.endswith(f"\t{ref}")]
-    if done.returncode != 0 or len(commits) != 1 or len(commits[0]) != 40:
-        reason = done.stderr.strip()[:300] or "no such ref"
-        raise AgentError(ExitCode.SOURCE, f"Could not resolve {ref} on {repo}: {reason}.")
-    return commits[0]

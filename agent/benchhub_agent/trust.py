@@ -1,5 +1,10 @@
 """What a server's campaign makes this machine do, shown and consented before any of it is used.
 
+By the time this runs the manifest's signature has verified under a campaign key this agent trusts
+(campaign.py, exit 16 otherwise): a server cannot change a signed field. A signed version that is not
+the bundled one (a newer version the moderator published) is still listed and asked about below, so
+that a stolen campaign key alone cannot make a machine build new code without its owner's yes.
+
 A server's campaign is "bundled" when a campaign of the same slug ships with this agent version and the
 whole manifest is the same: repository, baseline, every variant's name, commit, ref, patches (by
 sha256) and environment, and the sweep; a bundled variant it leaves out (unpublished) runs nothing and
@@ -98,8 +103,8 @@ def describe(plan: campaign.Campaign, prebuilt: bool = False) -> str:
             lines.append(f"  variant {variant.name}")
             lines += _env_lines(variant.env)
             continue
-        at = variant.commit or f"{variant.ref} (whatever commit it points to now)"
-        lines.append(f"  variant {variant.name}: llama.cpp at {at}")
+        pinned_from = f" (pinned from {variant.ref})" if variant.ref else ""
+        lines.append(f"  variant {variant.name}: llama.cpp at {variant.commit}{pinned_from}")
         for patch in variant.patches:
             data = Path(patch.path).read_bytes()
             touched = files_touched(data.decode(errors="replace"))

@@ -25,7 +25,19 @@ _MEASUREMENT_SOURCES = {
     "variant": "variant_name",
     "machine": "key__keyid",
 }
-_EXTRA = ("model", "machine", "received_at", "demo", "degenerate", "verdict", "interval", "min_effect", "control")
+_EXTRA = (
+    "model",
+    "machine",
+    "received_at",
+    "demo",
+    "degenerate",
+    "verdict",
+    "interval",
+    "min_effect",
+    "control",
+    "campaign_version",
+    "superseded",
+)
 CSV_COLUMNS: tuple[str, ...] = (*serializers.MeasurementSerializer.Meta.fields, *_EXTRA)
 CSV_SOURCES: tuple[str, ...] = tuple(_MEASUREMENT_SOURCES.get(column, column) for column in CSV_COLUMNS)
 
@@ -42,6 +54,7 @@ def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
         variant=OuterRef("variant_name"),
         commit=OuterRef("commit"),
         batch_size=OuterRef("batch_size"),
+        campaign_version=OuterRef("campaign_version"),
     )
     return measurements.annotate(
         model=Coalesce(NullIf(F("submission__model_file__label"), Value("")), F("submission__model_file__file_name")),
@@ -52,6 +65,7 @@ def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
         interval=Subquery(cell.values("interval")[:1]),
         min_effect=Subquery(cell.values("min_effect")[:1]),
         control=Subquery(cell.values("control")[:1]),
+        superseded=Subquery(cell.values("superseded")[:1]),
     )
 
 

@@ -216,7 +216,7 @@ ROW_HELP = {
     "model_sha256": "sha256 of the GGUF file: what tells model files apart",
     "quant": "the file's file_type, e.g. IQ2_XXS",
     "variant": "the campaign's variant name",
-    "commit": "the commit the variant was built from: the manifest's, or the resolved commit of a ref it follows",
+    "commit": "the commit the variant was built from: the one its campaign version pins",
     "batch_size": "decode batch size",
     "baseline_tg_tps": "the typical machine's baseline decode t/s",
     "tg_tps": "baseline_tg_tps x speedup, so the three numbers shown always agree",
@@ -233,6 +233,9 @@ ROW_HELP = {
     "n_pending": "machines whose keys are still on probation: their rows enter the cell when it ends",
     "backend": "the backend the rows ran on (metal, cuda, cpu...)",
     "control": "true where the campaign's patches do not touch this backend: an A/A control, not evidence",
+    "campaign_version": "the campaign version whose measurement the cell holds (the earliest since which commits, "
+    "patches, env and sweep are unchanged)",
+    "superseded": "true where a newer campaign version measures something else: shown apart, never pooled or ranked",
 }
 
 
@@ -276,6 +279,8 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
             "predict_level",
             "verdict",
             "min_effect",
+            "campaign_version",
+            "superseded",
             "n_machines",
             "n_submissions",
             "n_contributors",
@@ -305,7 +310,9 @@ class ManifestPatchSerializer(serializers.Serializer[Any]):
 class ManifestVariantSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     commit = serializers.CharField(allow_null=True)
-    ref = serializers.CharField(allow_null=True, help_text="a git ref the agent resolves, e.g. refs/pull/29869/head")
+    ref = serializers.CharField(
+        allow_null=True, help_text="where the pinned commit came from, e.g. refs/pull/29869/head; never built as such"
+    )
     available = serializers.BooleanField(help_text="false while a patch of this variant is missing or empty")
     unavailable_reason = serializers.CharField()
     patches = ManifestPatchSerializer(many=True)
@@ -321,6 +328,25 @@ class ManifestSerializer(serializers.Serializer[Any]):
     variants = ManifestVariantSerializer(many=True)
     sweep = serializers.DictField(help_text="npp, ntg, flash_attn, n_gpu_layers, batch_sizes, reps, extra_args")
     correctness = serializers.DictField()
+    min_effect = serializers.FloatField()
+    plausible_ratio = serializers.ListField(child=serializers.FloatField())
+    version = serializers.IntegerField(help_text="the campaign version's number")
+    digest = serializers.CharField(help_text="sha256 of the RFC 8785 form of the signed manifest")
+    state = serializers.ChoiceField(choices=["draft", "open", "superseded", "closed"])
+    signature = serializers.CharField(
+        allow_null=True, help_text="base64 Ed25519 by the offline campaign key over the digest; null for a draft"
+    )
+
+
+class CampaignVersionSerializer(serializers.Serializer[Any]):
+    version = serializers.IntegerField()
+    digest = serializers.CharField()
+    state = serializers.ChoiceField(choices=["draft", "open", "superseded", "closed"])
+    signature = serializers.CharField(allow_null=True)
+    published_at = serializers.DateTimeField(allow_null=True)
+    campaign_version = serializers.IntegerField(help_text="the campaign_version of its cells")
+    changes = serializers.ListField(child=serializers.CharField(), help_text="what changed from the version before")
+    manifest = serializers.DictField(help_text="the signed manifest")
 
 
 @extend_schema_serializer(examples=examples.REFERENCE_ROW)

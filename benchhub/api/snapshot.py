@@ -1,5 +1,5 @@
-"""The public snapshot: every raw envelope with the campaigns (and the rules the service judges
-them by), the contributors' keys with their registration times, and the decisions the payloads
+"""The public snapshot: every raw envelope with the campaigns (every version of each, with the
+rules the service judges it by), the contributors' keys with their registration times, and the decisions the payloads
 cannot show (hidden, withdrawn, held and why), as gzipped JSON lines, so that anyone can verify
 every signature and recompute every cell (scripts/recompute_cells.py). The line format is in
 docs/recompute.md.
@@ -42,15 +42,31 @@ def _line(record: dict[str, Any]) -> bytes:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-def rules(campaign: Campaign) -> dict[str, Any]:
-    """What the service reads of a campaign's definition to judge its cells (docs/protocol.md section 7)."""
-    found = campaign_rules(campaign.definition)
+def rules(definition: dict[str, Any]) -> dict[str, Any]:
+    """What the service reads of a campaign version's manifest to judge its cells (docs/protocol.md section 7)."""
+    found = campaign_rules(definition)
     return {
         "min_effect": found.min_effect,
         "plausible_ratio": list(found.plausible_ratio),
         "patched_backends": sorted(found.patched_backends),
-        "headline_sizes": headline_sizes(campaign.definition),
+        "headline_sizes": headline_sizes(definition),
     }
+
+
+def versions(campaign: Campaign) -> list[dict[str, Any]]:
+    """Every version of the campaign, oldest first: the recompute judges each submission by its own."""
+    return [
+        {
+            "version": version.version,
+            "digest": version.digest,
+            "state": version.state,
+            "signature": version.signature or None,
+            "published_at": version.published_at.isoformat() if version.published_at else None,
+            "manifest": version.manifest,
+            "rules": rules(version.manifest),
+        }
+        for version in campaign.versions.order_by("version")
+    ]
 
 
 def state(submission: Submission) -> str:
@@ -73,7 +89,12 @@ def records(manifest_of: Callable[[Campaign], dict[str, Any]], generated_at: dat
         "key_probation_s": settings.BENCHHUB_KEY_PROBATION_S,
     }
     for campaign in Campaign.objects.order_by("slug"):
-        yield {"kind": "campaign", "manifest": manifest_of(campaign), "rules": rules(campaign)}
+        yield {
+            "kind": "campaign",
+            "manifest": manifest_of(campaign),
+            "rules": rules(campaign.definition),
+            "versions": versions(campaign),
+        }
     for contributor in Contributor.objects.order_by("pk").prefetch_related("keys"):
         keys = [
             {

@@ -15,6 +15,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("leaderboard/", views.LeaderboardView.as_view(), name="leaderboard"),
     path("campaigns/", views.CampaignListView.as_view(), name="campaigns"),
     path("campaigns/<slug:slug>/", views.CampaignDetailView.as_view(), name="campaign-detail"),
+    path("campaigns/<slug:slug>/versions/", views.CampaignVersionsView.as_view(), name="campaign-versions"),
     path("campaigns/<slug:slug>/patches/<str:name>", views.PatchFileView.as_view(), name="campaign-patch"),
     path("measurements/", views.MeasurementsView.as_view(), name="measurements"),
     path("measurements.csv", views.MeasurementsCsvView.as_view(), name="measurements-csv"),

@@ -28,7 +28,7 @@ from benchhub.api import examples, filters, serializers, snapshot, tasks
 from benchhub.api.errors import ApiError, error_body
 from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_complete_line, csv_rows, csv_value
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
-from benchhub.api.manifest import manifest
+from benchhub.api.manifest import manifest, version_row
 from benchhub.api.pagination import ByIdDescending, NewestFirst
 from benchhub.api.throttling import AddressThrottle, ExportThrottle, ReadThrottle
 from benchhub.results import campaigns
@@ -194,15 +194,34 @@ class CampaignDetailView(APIView):
         return Response(manifest(get_object_or_404(Campaign, slug=slug), request))
 
 
+class CampaignVersionsView(APIView):
+    @extend_schema(
+        operation_id="campaign_versions",
+        summary="Every version of a campaign, oldest first, with what each changed",
+        responses=serializers.CampaignVersionSerializer(many=True),
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        campaign = get_object_or_404(Campaign, slug=slug)
+        return Response([version_row(version) for version in campaign.versions.order_by("version")])
+
+
 class PatchFileView(APIView):
     @extend_schema(
         summary="Download a patch file of a campaign", responses={(200, "text/x-patch"): OpenApiTypes.BINARY}
     )
     def get(self, request: Request, slug: str, name: str) -> FileResponse:
         campaign = get_object_or_404(Campaign, slug=slug)
-        if name not in campaigns.campaign_patch_names(campaign.definition):
+        signed = {
+            patch["sha256"]
+            for version in campaign.versions.all()
+            for variant in version.manifest["variants"]
+            for patch in variant.get("patches", [])
+            if patch["name"] == name
+        }
+        if not signed:
             raise ApiError(404, "not_found", f"{name} is not a patch of {slug}.")
-        patch = campaigns.patch_file(name)
+        found = [campaigns.patch_file(name, sha256) for sha256 in sorted(signed)]
+        patch = next((candidate for candidate in found if candidate.sha256), found[0])
         if patch.sha256 is None:
             raise ApiError(404, "patch_unavailable", patch.problem)
         return FileResponse(patch.path.open("rb"), content_type="text/x-patch", as_attachment=True, filename=name)

@@ -1,46 +1,24 @@
-"""Campaign rows come from the definition JSONs of the shared package (benchhub_protocol/campaigns/);
-patch hashes come from the files in settings.PATCHES_DIR, so a variant whose patch is missing or empty is unavailable
-rather than published with a placeholder hash."""
+"""What a campaign version's manifest says, read for the service: its variants with their patch files
+(from settings.PATCHES_DIR, each checked against the sha256 the version signed, so a variant whose
+patch is missing, empty or other is unavailable rather than served), and its rules. The versions
+themselves live in versions.py."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 
-def definitions() -> list[dict[str, Any]]:
-    folder = resources.files("benchhub_protocol").joinpath("campaigns")
-    return [
-        json.loads(entry.read_text(encoding="utf-8"))
-        for entry in sorted(folder.iterdir(), key=lambda item: item.name)
-        if entry.name.endswith(".json")
-    ]
+def sync_campaigns(campaign_model: Any, version_model: Any = None) -> int:
+    """The bundled campaign versions into the database (versions.sync); returns how many campaigns."""
+    from benchhub.results import versions
 
-
-def sync_campaigns(campaign_model: Any) -> int:
-    """Create or update one row per definition; takes the model so a data migration can pass its
-    historical model. Idempotent. Returns how many definitions were synced."""
-    synced = 0
-    for definition in definitions():
-        campaign_model.objects.update_or_create(
-            slug=definition["slug"],
-            defaults={
-                "title": definition["title"],
-                "description": definition.get("description", ""),
-                "repo": definition["repo"],
-                "baseline": definition["baseline"],
-                "definition": definition,
-            },
-        )
-        synced += 1
-    return synced
+    return versions.sync(campaign_model, version_model)
 
 
 @dataclass(frozen=True)
@@ -58,7 +36,7 @@ def patch_path(name: str) -> Path:
     return Path(settings.PATCHES_DIR) / name
 
 
-def patch_file(name: str) -> PatchFile:
+def patch_file(name: str, signed_sha256: str) -> PatchFile:
     """Read the file on every call: patches land while the service runs, and they are small."""
     if "/" in name or "\\" in name or name.startswith("."):
         return PatchFile(name, None, f"{name} is not a plain file name")
@@ -68,7 +46,12 @@ def patch_file(name: str) -> PatchFile:
     data = path.read_bytes()
     if not data.strip():
         return PatchFile(name, None, f"patch file {name} is empty")
-    return PatchFile(name, hashlib.sha256(data).hexdigest(), "")
+    found = hashlib.sha256(data).hexdigest()
+    if found != signed_sha256:
+        return PatchFile(
+            name, None, f"patch file {name} has sha256 {found}, not the {signed_sha256} its version signed"
+        )
+    return PatchFile(name, found, "")
 
 
 @dataclass(frozen=True)
@@ -94,7 +77,7 @@ def resolved_variants(definition: dict[str, Any]) -> list[ResolvedVariant]:
             name=variant["name"],
             commit=variant.get("commit"),
             ref=variant.get("ref"),
-            patches=tuple(patch_file(name) for name in variant.get("patches", [])),
+            patches=tuple(patch_file(patch["name"], patch["sha256"]) for patch in variant.get("patches", [])),
             env=dict(variant.get("env", {})),
         )
         for variant in definition["variants"]
@@ -102,7 +85,7 @@ def resolved_variants(definition: dict[str, Any]) -> list[ResolvedVariant]:
 
 
 def campaign_patch_names(definition: dict[str, Any]) -> set[str]:
-    return {name for variant in definition["variants"] for name in variant.get("patches", [])}
+    return {patch["name"] for variant in definition["variants"] for patch in variant.get("patches", [])}
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from benchhub.results import claims, group_sums
+from benchhub.results import claims, group_sums, versions
 from benchhub.results.campaigns import campaign_rules, headline_sizes
-from benchhub.results.models import Campaign, CellGroup, Headline, LeaderboardCell, Submission
+from benchhub.results.models import CellGroup, Headline, LeaderboardCell, Submission
 from benchhub.rows import get_or_insert
 
 logger = logging.getLogger(__name__)
@@ -39,6 +39,8 @@ class Group:
     gpu_cores: int | None
     model_sha256: str
     backend: str
+    # The campaign version whose measurement the cells hold (versions.py): older ones are pages apart.
+    campaign_version: int = 1
 
     def filter(self) -> dict[str, Any]:
         return {
@@ -47,18 +49,24 @@ class Group:
             "gpu_cores": self.gpu_cores,
             "model_sha256": self.model_sha256,
             "backend": self.backend,
+            "campaign_version": self.campaign_version,
         }
 
-    def task_args(self) -> tuple[int, str, int | None, str, str]:
-        return (self.campaign_id, self.chip, self.gpu_cores, self.model_sha256, self.backend)
+    def task_args(self) -> tuple[int, str, int | None, str, str, int]:
+        return (self.campaign_id, self.chip, self.gpu_cores, self.model_sha256, self.backend, self.campaign_version)
 
     def lock_name(self) -> str:
-        return f"{self.campaign_id}:{self.chip}:{self.gpu_cores}:{self.model_sha256}:{self.backend}"
+        return ":".join(str(value) for value in self.task_args())
 
     @classmethod
     def of(cls, submission: Submission) -> Group:
         return cls(
-            submission.campaign_id, submission.chip, submission.gpu_cores, submission.model_sha256, submission.backend
+            submission.campaign_id,
+            submission.chip,
+            submission.gpu_cores,
+            submission.model_sha256,
+            submission.backend,
+            submission.campaign_version,
         )
 
     def submissions(self) -> QuerySet[Submission]:
@@ -69,7 +77,7 @@ class Group:
         return Submission.objects.filter(cells_refreshed_at__isnull=True, **self.filter())
 
 
-GROUP_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend")
+GROUP_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend", "campaign_version")
 
 
 def ensure_group(group: Group) -> None:
@@ -100,7 +108,8 @@ def compute_cells(
     `held`: whether the group's submissions flagged model_held count as held (their file is disputed);
     `name`: the file's (name, quant) where the claims decide it (claims.display_name), else each
     cell is named by the submission the reduction picks."""
-    definition = Campaign.objects.only("definition").get(pk=group.campaign_id).definition
+    definition = versions.rules_manifest(group.campaign_id, group.campaign_version)
+    superseded = group.campaign_version != versions.current_cells(group.campaign_id)
     rules = campaign_rules(definition)
     control = group.backend not in rules.patched_backends
     sizes = list(headline_sizes(definition))
@@ -128,6 +137,7 @@ def compute_cells(
                 n_pending=tally.n_pending,
                 min_effect=rules.min_effect,
                 control=control,
+                superseded=superseded,
                 **asdict(page.cells[(variant, commit, batch_size)]),
             )
         )
@@ -138,6 +148,7 @@ def compute_cells(
             commit=commit,
             batch_sizes=sizes,
             control=control,
+            superseded=superseded,
             **asdict(judged),
         )
         for (variant, commit), judged in sorted(page.headlines.items())

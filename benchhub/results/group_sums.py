@@ -48,7 +48,7 @@ class GroupSums:
 
 def _in_group(alias: str, group_filter: dict[str, Any]) -> tuple[str, list[Any]]:
     """WHERE conditions putting `alias`'s rows in the group, and their parameters."""
-    names = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend")
+    names = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend", "campaign_version")
     conditions = [f"{alias}.{name} IS NULL" if group_filter[name] is None else f"{alias}.{name} = %s" for name in names]
     return " AND ".join(conditions), [group_filter[name] for name in names if group_filter[name] is not None]
 

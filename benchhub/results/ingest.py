@@ -21,10 +21,18 @@ from benchhub.accounts import names
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
-from benchhub.results import campaigns, cells, copies, flags, moderation, storage, tasks
+from benchhub.results import campaigns, cells, copies, flags, moderation, storage, tasks, versions
 from benchhub.results.campaigns import campaign_rules
 from benchhub.results.measurements import measurement_rows
-from benchhub.results.models import Campaign, Machine, Measurement, ModelFile, RawEnvelope, Submission
+from benchhub.results.models import (
+    Campaign,
+    CampaignVersion,
+    Machine,
+    Measurement,
+    ModelFile,
+    RawEnvelope,
+    Submission,
+)
 
 __all__ = ["IngestError", "IngestResult", "Registration", "VerifiedEnvelope", "ingest_submission", "register"]
 
@@ -99,12 +107,12 @@ def _store_verified(verified: VerifiedEnvelope) -> IngestResult:
     if previous is not None:
         return previous
     _refuse_near_copy(payload)
-    campaign = check_against_campaign(payload)
+    campaign, version = check_against_campaign(payload)
     check_rounds(payload)
     check_created_at(payload, campaign)
     try:
         with transaction.atomic():
-            submission = _store(verified, payload, payload_sha256, campaign)
+            submission = _store(verified, payload, payload_sha256, campaign, version)
     except IntegrityError:
         # Another request stored this (key, nonce), these payload bytes or this sweep between our check and our insert.
         previous = _previous(verified.key, payload["nonce"], payload_sha256, measured_sha256)
@@ -172,17 +180,22 @@ def _refuse_near_copy(payload: dict[str, Any]) -> None:
         )
 
 
-def check_against_campaign(payload: dict[str, Any]) -> Campaign:
-    """A submission's variants must be variants of its campaign, baseline first (docs/protocol.md section 6)."""
+def check_against_campaign(payload: dict[str, Any]) -> tuple[Campaign, CampaignVersion]:
+    """A submission's variants must be variants of the campaign version it ran under, baseline first
+    (docs/protocol.md section 6 and campaign versions)."""
     campaign = Campaign.objects.filter(slug=payload["campaign"]).first()
     if campaign is None:
         raise IngestError(400, "unknown_campaign", f"No campaign {payload['campaign']!r}.", "campaign")
-    if payload["llama_cpp"]["repo"] != campaign.repo:
-        raise IngestError(400, "wrong_repo", f"Campaign {campaign.slug} measures {campaign.repo}.", "llama_cpp.repo")
-    manifest = {variant.name: variant for variant in campaigns.resolved_variants(campaign.definition)}
-    if payload["variants"][0]["name"] != campaign.baseline:
+    version = versions.version_for(campaign, payload, created_at_of(payload["created_at"]))
+    if version.state == CampaignVersion.State.CLOSED:
+        raise IngestError(400, "campaign_closed", f"Campaign {campaign.slug} takes no more results.", "campaign")
+    repo, baseline = version.manifest["repo"], version.manifest["baseline"]
+    if payload["llama_cpp"]["repo"] != repo:
+        raise IngestError(400, "wrong_repo", f"Campaign {campaign.slug} measures {repo}.", "llama_cpp.repo")
+    manifest = {variant.name: variant for variant in campaigns.resolved_variants(version.manifest)}
+    if payload["variants"][0]["name"] != baseline:
         raise IngestError(
-            400, "baseline_first", f"The first variant must be the baseline {campaign.baseline!r}.", "variants[0].name"
+            400, "baseline_first", f"The first variant must be the baseline {baseline!r}.", "variants[0].name"
         )
     for index, variant in enumerate(payload["variants"]):
         where = f"variants[{index}]"
@@ -200,7 +213,7 @@ def check_against_campaign(payload: dict[str, Any]) -> Campaign:
             raise IngestError(
                 400, "wrong_patches", f"Patches of {expected.name} differ from the manifest.", f"{where}.patches"
             )
-    return campaign
+    return campaign, version
 
 
 def created_at_of(text: str) -> datetime:
@@ -253,14 +266,17 @@ def submission_row(
     campaign: Campaign,
     machine: Machine,
     model_file: ModelFile,
+    version: CampaignVersion | None = None,
 ) -> Submission:
-    """The unsaved Submission of a verified, valid payload (the bench's state generator writes
-    many with bulk_create)."""
+    """The unsaved Submission of a verified, valid payload, judged by the campaign version it ran
+    under (the bench's state generator writes many with bulk_create)."""
     facts = payload["machine"]
-    submission_flags = flags.derive(payload, campaign.definition)
+    submission_flags = flags.derive(payload, version.manifest if version else campaign.definition)
     shape, tg_log, pp_log = copies.fingerprint(payload)
     return Submission(
         campaign=campaign,
+        ran_under=version,
+        campaign_version=version.measured_from if version else 1,
         contributor=key.contributor,
         key=key,
         machine=machine,
@@ -290,11 +306,17 @@ def submission_row(
     )
 
 
-def _store(verified: VerifiedEnvelope, payload: dict[str, Any], payload_sha256: str, campaign: Campaign) -> Submission:
+def _store(
+    verified: VerifiedEnvelope,
+    payload: dict[str, Any],
+    payload_sha256: str,
+    campaign: Campaign,
+    version: CampaignVersion,
+) -> Submission:
     names.claim_chip(payload["machine"]["chip"])  # one spelling per chip slug (issue 30)
     model_file = storage.model_file_row(payload["model"])
     machine = storage.machine_row(payload["machine"])
-    submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file)
+    submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file, version)
     submission.save(force_insert=True)
     RawEnvelope.objects.create(
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()

@@ -82,6 +82,7 @@ def measurement_rows(
                 quant=submission.quant,
                 variant_name=name,
                 commit=variants[name].commit,
+                campaign_version=submission.campaign_version,
                 batch_size=batch_size,
                 n_rounds=numbers.n_rounds,
                 tg_tps=numbers.tg_tps,

@@ -20,7 +20,7 @@ from benchhub.accounts.models import Contributor, PublicKey
 
 
 class Campaign(models.Model):
-    """One A/B campaign; `definition` is the JSON of protocol/benchhub_protocol/campaigns/<slug>.json."""
+    """One A/B campaign; `definition` is a copy of its current version's manifest (CampaignVersion)."""
 
     slug = models.SlugField(max_length=64, unique=True)
     title = models.CharField(max_length=200)
@@ -40,6 +40,38 @@ class Campaign(models.Model):
     @property
     def variant_names(self) -> list[str]:
         return [variant["name"] for variant in self.definition["variants"]]
+
+
+class CampaignVersion(models.Model):
+    """One immutable version of a campaign (docs/protocol.md, campaign versions): its manifest, the
+    digest over it and the offline campaign key's signature (empty for a draft). Campaign.definition
+    is a copy of the current version's manifest."""
+
+    class State(models.TextChoices):
+        DRAFT = "draft"
+        OPEN = "open"
+        SUPERSEDED = "superseded"
+        CLOSED = "closed"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64, unique=True)
+    manifest = models.JSONField()
+    signature = models.CharField(max_length=100, blank=True, help_text="base64 Ed25519 over the digest; empty: draft")
+    state = models.CharField(max_length=16, choices=State.choices)
+    measured_from = models.PositiveIntegerField(
+        help_text="the earliest version since which nothing measured changed: the cells it shares"
+    )
+    changes = models.JSONField(default=list, help_text="what changed from the version before, one phrase each")
+    published_at = models.DateTimeField(null=True, blank=True, help_text="when it opened; null for a draft")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("campaign", "version")
+        constraints = (models.UniqueConstraint(fields=["campaign", "version"], name="campaign_version_unique"),)
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id} v{self.version} ({self.state})"
 
 
 class Machine(models.Model):
@@ -194,6 +226,10 @@ class Submission(models.Model):
     model_held = models.BooleanField(
         default=False, help_text="Its model claim conflicts with another one on the same file (set by the refresh)."
     )
+    ran_under = models.ForeignKey(
+        CampaignVersion, on_delete=models.PROTECT, related_name="submissions", null=True, db_index=False
+    )
+    campaign_version = models.PositiveIntegerField(default=1, help_text="the measured_from of the version it ran under")
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -364,6 +400,7 @@ class Measurement(models.Model):
     quant = models.CharField(max_length=32)
     variant_name = models.CharField(max_length=64)
     commit = models.CharField(max_length=40, default="", help_text="the commit the variant was built from")
+    campaign_version = models.PositiveIntegerField(default=1)
     batch_size = models.PositiveIntegerField()
     n_rounds = models.PositiveSmallIntegerField(help_text="rounds in which variant and baseline both ran")
     tg_tps = models.FloatField(null=True, help_text="median over paired rounds")
@@ -429,6 +466,10 @@ class LeaderboardCell(models.Model):
     n_contributors = models.PositiveIntegerField(default=0)
     n_pending = models.PositiveIntegerField(default=0, help_text="machines whose keys are still on probation")
     excluded = models.JSONField(default=dict, help_text="rows left out, by reason")
+    campaign_version = models.PositiveIntegerField(
+        default=1, help_text="the campaign version whose measurement it holds"
+    )
+    superseded = models.BooleanField(default=False, help_text="a newer version measures something else: never ranked")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -444,6 +485,7 @@ class LeaderboardCell(models.Model):
                 F("variant"),
                 F("commit"),
                 F("batch_size"),
+                F("campaign_version"),
                 name="leaderboard_cell_unique",
             ),
         )
@@ -461,6 +503,7 @@ class CellGroup(models.Model):
     gpu_cores = models.PositiveIntegerField(null=True)
     model_sha256 = models.CharField(max_length=64)
     backend = models.CharField(max_length=16, default="")
+    campaign_version = models.PositiveIntegerField(default=1)
     refreshed_at = models.DateTimeField(null=True)
 
     class Meta:
@@ -471,6 +514,7 @@ class CellGroup(models.Model):
                 Coalesce("gpu_cores", -1),
                 F("model_sha256"),
                 F("backend"),
+                F("campaign_version"),
                 name="cell_group_unique",
             ),
         )
@@ -500,6 +544,8 @@ class Headline(models.Model):
     verdict = models.CharField(max_length=20)
     control = models.BooleanField(default=False)
     n_machines = models.PositiveIntegerField(default=0)
+    campaign_version = models.PositiveIntegerField(default=1)
+    superseded = models.BooleanField(default=False)
 
     class Meta:
         constraints = (
@@ -511,6 +557,7 @@ class Headline(models.Model):
                 F("backend"),
                 F("variant"),
                 F("commit"),
+                F("campaign_version"),
                 name="headline_unique",
             ),
         )

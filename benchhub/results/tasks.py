@@ -96,9 +96,15 @@ def after_claim(model_sha256: str) -> None:
 
 @shared_task(name="benchhub.results.tasks.refresh_group_cells")
 def refresh_group_cells(
-    campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str, backend: str, force: bool = False
+    campaign_id: int,
+    chip: str,
+    gpu_cores: int | None,
+    model_sha256: str,
+    backend: str,
+    campaign_version: int = 1,
+    force: bool = False,
 ) -> int:
-    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend)
+    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend, campaign_version)
     if force:
         marker = _marker(group) + ":force"
         return cells.refresh_group(group, on_locked=lambda: _release(marker))

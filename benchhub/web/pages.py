@@ -14,7 +14,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 
-from benchhub.results import flags, storage
+from benchhub.results import flags, storage, versions
 from benchhub.results.campaigns import campaign_rules, variant_descriptions
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts, exports
@@ -156,8 +156,8 @@ def quant_mix_rows(tensor_bytes_by_type: dict[str, int]) -> list[QuantMixRow]:
 
 @dataclass(frozen=True)
 class VariantLine:
-    """A variant as measured: the commit it was built from, and the git ref it followed when the campaign
-    names one (the commit is then whatever the ref pointed to when the agent ran)."""
+    """A variant as measured: the commit it was built from, and the git ref its campaign version pinned
+    that commit from, where it names one."""
 
     name: str
     commit: str
@@ -168,7 +168,7 @@ class VariantLine:
 
 
 def variant_lines(submission: Submission) -> list[VariantLine]:
-    definition = submission.campaign.definition
+    definition = versions.judged_by(submission)
     refs = {entry["name"]: entry.get("ref") for entry in definition["variants"]}
     about = variant_descriptions(definition)
     return [
@@ -196,6 +196,7 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
         ),
     ]
     machine = submission.machine
+    payload = storage.stored_payload(bytes(submission.raw.body))
     markdown = exports.submission_table(
         measurements,
         submission.campaign.baseline,
@@ -219,16 +220,12 @@ def submission_context(request: HttpRequest, submission: Submission) -> dict[str
         "verify_command": verify_command(request, submission),
         "quant_mix": quant_mix_rows(model.tensor_bytes_by_type),
         "sweep_differences": (
-            flags.nonstandard_reasons(
-                storage.stored_payload(bytes(submission.raw.body)), submission.campaign.definition
-            )
+            flags.nonstandard_reasons(payload, versions.judged_by(submission))
             if flags.NONSTANDARD_SWEEP in submission.flags
             else []
         ),
         "implausible": (
-            flags.implausible(
-                storage.stored_payload(bytes(submission.raw.body)), campaign_rules(submission.campaign.definition)
-            )
+            flags.implausible(payload, campaign_rules(versions.judged_by(submission)))
             if flags.QUARANTINED in submission.flags
             else []
         ),

@@ -1,7 +1,7 @@
 from benchhub_protocol.schema import HANDLE_PATTERN
 from django.urls import URLPattern, URLResolver, path, register_converter
 
-from benchhub.web import about, compare, views, wheel
+from benchhub.web import about, campaign_versions, compare, views, wheel
 
 
 class HandleConverter:
@@ -20,6 +20,7 @@ register_converter(HandleConverter, "handle")
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
+    path("campaigns/<slug:slug>/", campaign_versions.campaign, name="campaign"),
     path("chips/<slug:slug>/", views.chip, name="chip"),
     path("submissions/<uuid:pk>/", views.submission, name="submission"),
     path("submissions/<uuid:pk>/envelope.json", views.envelope_json, name="submission-envelope"),

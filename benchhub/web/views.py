@@ -158,14 +158,15 @@ def compared_variant(campaign: CampaignChoice, requested: str | None) -> str:
 
 
 def cell_rows(**filters: Any) -> list[CellRow]:
-    rows = LeaderboardCell.objects.filter(**filters).values_list(*CellRow._fields)
+    """Cells of the current campaign versions: superseded ones are shown apart (campaign_versions.py)."""
+    rows = LeaderboardCell.objects.filter(superseded=False, **filters).values_list(*CellRow._fields)
     return [CellRow(*row) for row in rows]
 
 
 def _headlines(campaign: CampaignChoice) -> list[HeadlineRow]:
     if not campaign.live:
         return []
-    rows = Headline.objects.filter(campaign__slug=campaign.slug).values_list(*HeadlineRow._fields)
+    rows = Headline.objects.filter(campaign__slug=campaign.slug, superseded=False).values_list(*HeadlineRow._fields)
     return [HeadlineRow(*row) for row in rows]
 
 

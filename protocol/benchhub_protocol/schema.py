@@ -222,6 +222,9 @@ SUBMISSION_SCHEMA: dict[str, Any] = _object(
         "created_at": {"type": "string", "pattern": RFC3339_UTC_PATTERN},
         "agent": _object({"name": _name, "version": _name}),
         "campaign": {"type": "string", "pattern": SLUG_PATTERN},
+        # The digest of the campaign version the run followed (cells version 4); absent: the version
+        # open at created_at judges it.
+        "campaign_digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         "machine": MACHINE_SCHEMA,
         "model": MODEL_SCHEMA,
         "llama_cpp": _object(
@@ -241,7 +244,8 @@ SUBMISSION_SCHEMA: dict[str, Any] = _object(
         "correctness": _list(CORRECTNESS_SCHEMA, 64),
         "generation": _list(GENERATION_SCHEMA, 256),
         "flags": {"type": "array", "items": {"enum": list(FLAGS)}, "maxItems": len(FLAGS), "uniqueItems": True},
-    }
+    },
+    optional=("campaign_digest",),
 )
 
 

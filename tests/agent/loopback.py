@@ -14,6 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from benchhub_protocol import campaign_versions, envelope
+
+from tests.versioning import DEV_CAMPAIGN_KEY
+
 DATA = Path(__file__).parents[2] / "agent" / "benchhub_agent" / "data"
 CAMPAIGNS = Path(__file__).parents[2] / "protocol" / "benchhub_protocol" / "campaigns"
 SLUG = "mv-ext-iquants"
@@ -120,22 +124,25 @@ class HostileServer:
         return Handler
 
     def serve_bundled(self) -> None:
-        """The bundled campaign as the service publishes it: patches by URL and sha256."""
-        definition = json.loads((CAMPAIGNS / f"{SLUG}.json").read_text())
+        """The bundled campaign's newest version as the service publishes it: signed, patches by URL."""
+        definition = json.loads((CAMPAIGNS / SLUG / "v1.json").read_text())
         for variant in definition["variants"]:
-            entries = []
-            for name in variant["patches"]:
-                data = (DATA / "patches" / name).read_bytes()
-                self.files[name] = data
-                entries.append({"name": name, "sha256": hashlib.sha256(data).hexdigest(), "url": self.patch_url(name)})
-            variant["patches"] = entries
+            for patch in variant["patches"]:
+                self.files[patch["name"]] = (DATA / "patches" / patch["name"]).read_bytes()
+                patch["url"] = self.patch_url(patch["name"])
             variant["available"] = True
         self.manifest = definition
+
+    def sign(self, signer: envelope.Signer = DEV_CAMPAIGN_KEY) -> None:
+        """Sign the manifest as it is now, as a holder of the campaign key would (the agent trusts the
+        development key): what the agent then refuses, it refuses past the signature check."""
+        self.manifest["signature"] = campaign_versions.sign(self.manifest, signer)
 
     def patch_url(self, name: str) -> str:
         return f"{self.url}/patches/{name}"
 
     def add_patch(self, variant: int, name: str, data: bytes, url: str | None = None) -> None:
+        """A patch added to a variant: a change the campaign key did not sign, until `sign`."""
         self.files[name] = data
         entry = {"name": name, "sha256": hashlib.sha256(data).hexdigest(), "url": url or self.patch_url(name)}
         self.manifest["variants"][variant]["patches"].append(entry)

@@ -52,12 +52,12 @@ def test_it_retries_with_growing_delays_then_gives_up_with_the_reason(monkeypatc
 
 def test_git_never_reads_a_repo_or_commit_as_an_option_even_unchecked(tmp_path: Path) -> None:
     """The manifest's rules refuse these first; `--` before git's positional arguments is the second wall."""
-    fetched, listed = tmp_path / "pwned-by-fetch", tmp_path / "pwned-by-ls-remote"
+    fetched, cloned = tmp_path / "pwned-by-fetch", tmp_path / "pwned-by-repo"
     with pytest.raises(AgentError):
         source.from_git("/", f"--upload-pack=touch {fetched};:", home())
     with pytest.raises(AgentError):
-        source.resolve_ref(f"--upload-pack=touch {listed};:", "refs/pull/1/head")
-    assert not fetched.exists() and not listed.exists()
+        source.from_git(f"--upload-pack=touch {cloned};:", "0" * 40, home())
+    assert not fetched.exists() and not cloned.exists()
 
 
 def test_it_stops_reading_an_answer_at_its_cap(tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ def test_git_reaches_a_repository_over_https_or_file_only(tmp_path: Path) -> Non
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         with pytest.raises(AgentError) as caught:
-            source.resolve_ref(f"http://127.0.0.1:{httpd.server_address[1]}/llama.cpp", "refs/heads/master")
+            source.from_git(f"http://127.0.0.1:{httpd.server_address[1]}/llama.cpp", "0" * 40, home())
         assert caught.value.code == ExitCode.SOURCE and "not allowed" in caught.value.message
         assert asked == []
     finally:

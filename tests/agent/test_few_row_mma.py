@@ -1,5 +1,5 @@
-"""The few-row-mma campaign on the agent's side: variants at different commits (one followed through a
-git ref), fetched into one object store, built in one working tree that moves between commits, and
+"""The few-row-mma campaign on the agent's side: a draft until its PR variant is pinned, then variants
+at different commits, fetched into one object store, built in one working tree that moves between commits, and
 the campaign's own batched-bench switches carried into the command line and the payload."""
 
 from __future__ import annotations
@@ -30,13 +30,16 @@ def options(**overrides: object) -> pipeline.RunOptions:
     return pipeline.RunOptions(model_path=Path("m.gguf"), server=None, campaign_slug="few-row-mma", **overrides)  # type: ignore[arg-type]
 
 
-def test_it_ships_the_campaign_with_a_pinned_baseline_and_a_variant_that_follows_the_pr_branch() -> None:
+def test_it_ships_the_campaign_as_a_draft_whose_pr_variant_waits_for_a_pinned_commit() -> None:
     plan = campaign.bundled("few-row-mma")
-    assert plan.baseline == "master-836d571"
+    assert plan.baseline == "master-836d571" and (plan.version, plan.digest) == (1, "")
     assert [(v.name, v.commit, v.ref, v.patches) for v in plan.variants] == [
         ("master-836d571", MASTER, None, ()),
         ("pr-29869", "", "refs/pull/29869/head", ()),
     ]
+    with pytest.raises(AgentError) as caught:
+        campaign.require_pinned(plan)
+    assert caught.value.code == ExitCode.CAMPAIGN and "is a draft" in caught.value.message
     assert {1, 2, 3, 4, 8} <= set(plan.sweep["batch_sizes"]) and max(plan.sweep["batch_sizes"]) == 16
 
 
@@ -94,18 +97,10 @@ def test_it_fetches_a_second_commit_without_downloading_the_first_again(tmp_path
     (upstream / "kernel.metal").write_text("// few rows\n")
     git("add", ".", cwd=upstream)
     git("commit", "-qm", "second", cwd=upstream)
-    git("update-ref", "refs/pull/1/head", "HEAD", cwd=upstream)
+    second = git("rev-parse", "HEAD", cwd=upstream)  # a pinned commit: the agent resolves no ref
     git("reset", "-q", "--hard", first, cwd=upstream)
     repo = f"file://{upstream}"
 
-    second = source.resolve_ref(repo, "refs/pull/1/head")
-    assert second != first and len(second) == 40
-    with pytest.raises(AgentError) as caught:
-        source.resolve_ref(repo, "refs/pull/29869/head")
-    assert caught.value.code == ExitCode.SOURCE and "refs/pull/29869/head" in caught.value.message
-    git("update-ref", "refs/a/refs/pull/1/head", first, cwd=upstream)  # listed first, and ends with the pattern
-    assert len(git("ls-remote", repo, "refs/pull/1/head", cwd=upstream).splitlines()) == 2
-    assert source.resolve_ref(repo, "refs/pull/1/head") == second
     first_tree = source.from_git(repo, first, home())
     store = home().sources / "git-objects"
     size_after_first = sum(path.stat().st_size for path in store.rglob("*") if path.is_file())

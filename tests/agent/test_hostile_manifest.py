@@ -93,6 +93,10 @@ def test_any_difference_from_the_bundled_campaign_is_listed_and_not_run_even_und
     change: object, shown: str, hostile: HostileServer, tiny: Path, isolated_home: Path
 ) -> None:
     change(hostile.manifest)  # type: ignore[operator]
+    unsigned = run_agent(hostile, tiny, "--yes")  # the server changed a signed field: refused before any prompt
+    assert_refused(unsigned, ExitCode.SIGNATURE, "not signed by a campaign key this agent trusts")
+    assert shown not in unsigned.output and "Build and run" not in unsigned.output
+    hostile.sign()  # a version the campaign key signed but this agent does not bundle: shown and asked about
     answer = run_agent(hostile, tiny, "--yes")
     assert_refused(answer, ExitCode.UNTRUSTED, f"--trust-campaign {SLUG}@sha256:")
     assert shown in answer.output
@@ -101,12 +105,14 @@ def test_any_difference_from_the_bundled_campaign_is_listed_and_not_run_even_und
 
 def test_the_manifest_digest_trusts_that_manifest_and_no_later_change(hostile: HostileServer, tiny: Path) -> None:
     hostile.manifest["variants"][1]["env"]["GGML_METAL_MV_IQ2_XXS_VEC"] = "1"
+    hostile.sign()
     digest = digest_of(run_agent(hostile, tiny))
     trusted = run_agent(hostile, tiny, "--trust-campaign", digest)
     assert f"Trusted with --trust-campaign {digest}." in trusted.output
     assert trusted.exit_code == ExitCode.BUILD, trusted.output  # past every check, into the (tiny) build
 
     hostile.manifest["variants"][1]["env"]["GGML_METAL_MV_IQ2_XS_VEC"] = "1"  # one more switch
+    hostile.sign()
     again = run_agent(hostile, tiny, "--trust-campaign", digest, "--yes")
     assert_refused(again, ExitCode.UNTRUSTED, "has changed since its digest was given")
     plain = run_agent(hostile, tiny, "--trust-campaign", SLUG, "--yes")
@@ -133,6 +139,7 @@ def test_variant_runs_check_the_environment_and_sweep_they_take_from_the_server(
     hostile: HostileServer, tiny: Path, tmp_path: Path
 ) -> None:
     hostile.manifest["variants"][2]["env"]["GGML_METAL_MV_IQ2_XXS_VEC"] = "0"
+    hostile.sign()
     args = ["run", str(GEMMA), "--server", hostile.url, "--no-upload", "--backend", "cpu", "--yes"]
     answer = CliRunner().invoke(main, [*args, *prebuilt(tmp_path)])
     assert_refused(answer, ExitCode.UNTRUSTED, "--trust-campaign")

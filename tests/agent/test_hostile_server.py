@@ -182,6 +182,7 @@ def test_it_cuts_a_50_mb_patch_at_the_cap_while_it_streams(
     hostile.manifest["variants"][1]["patches"].append(
         {"name": "big.patch", "sha256": "0" * 64, "url": f"{hostile.url}/big.patch"}
     )
+    hostile.sign()  # past the signature (a stolen campaign key): the download's own cap still holds
     before = everything_outside(workspace, isolated_home)
     answer = run_agent(hostile, workspace)
     assert_refused(answer, ExitCode.MANIFEST, "big.patch", "larger than the 4 MB")

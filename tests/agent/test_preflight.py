@@ -43,13 +43,15 @@ def tiny_source(tmp_path: Path) -> Path:
 
 
 def changed_patch(server: HostileServer) -> bytes:
-    """Patch 01 with one more context-free line at the end: other bytes, so not the bundled patch."""
+    """Patch 01 with one more context-free line at the end: other bytes, so not the bundled patch; signed
+    by the campaign key (a version this agent does not bundle), so the trust check is what answers."""
     data = server.files[PATCH_01] + b"\n"
     server.files[PATCH_01] = data
     for variant in server.manifest["variants"]:
         for patch in variant["patches"]:
             if patch["name"] == PATCH_01:
                 patch["sha256"] = hashlib.sha256(data).hexdigest()
+    server.sign()
     return data
 
 
@@ -201,16 +203,18 @@ def test_it_shows_control_characters_in_a_listing_as_codes_not_as_terminal_comma
     """An escape sequence in a file name could clear the screen and hide the rest of the listing."""
     hidden = b"diff --git a/ok.c b/ok.c\n--- a/ok.c\n+++ b/\x1b[2J\x1b[Hok.c\n@@ -1 +1 @@\n-a\n+b\n"
     server.add_patch(1, "sneaky.patch", hidden)
+    server.sign()
     answer = run_agent(server, tiny_source)
     assert answer.exit_code == ExitCode.UNTRUSTED
     assert "\x1b" not in answer.output and "\\x1b[2J\\x1b[Hok.c" in answer.output
 
 
 def test_it_leaves_out_a_variant_the_server_lists_as_unavailable(server: HostileServer, tiny_source: Path) -> None:
-    """The service lists a variant whose patch file it has not published yet with no sha256 and no URL."""
+    """The service lists a variant whose patch file it has not published yet with no URL (and the sha256
+    its version signed): neither field is signed, and neither can make the variant run anything."""
     unpublished = server.manifest["variants"][2]
     unpublished.update(available=False, unavailable_reason="patch file 02-vectorized-bs1.patch is not published yet")
-    unpublished["patches"][1].update(sha256=None, url=None)
+    unpublished["patches"][1].update(url=None)
     answer = run_agent(server, tiny_source)
     assert answer.exit_code == ExitCode.BUILD, answer.output  # past the manifest and the trust check
     assert "01+02" not in answer.output

@@ -145,10 +145,15 @@ def test_it_refuses_a_patch_whose_bytes_do_not_match_the_manifest(live_server: A
 
     sync_campaigns(Campaign)
     manifest = client.get_json(live_server.url, "/api/v1/campaigns/mv-ext-iquants/").body
-    manifest["variants"][1]["patches"][0]["sha256"] = "f" * 64
+    other = manifest["variants"][2]["patches"][1]["url"]
+    manifest["variants"][1]["patches"][0]["url"] = other  # not signed: the bytes are checked instead
     with pytest.raises(AgentError) as caught:
-        campaign.from_manifest(manifest, home())
+        campaign.from_manifest(manifest, home(), server=live_server.url)
     assert caught.value.code == ExitCode.CAMPAIGN and "refused" in caught.value.message
+    manifest["variants"][1]["patches"][0]["sha256"] = hashlib.sha256(b"other bytes").hexdigest()
+    with pytest.raises(AgentError) as caught:
+        campaign.from_manifest(manifest, home(), server=live_server.url)
+    assert caught.value.code == ExitCode.SIGNATURE  # a signed field: refused before any download
 
 
 def test_it_falls_back_to_the_bundled_campaign_when_the_server_is_unreachable() -> None:
@@ -156,18 +161,16 @@ def test_it_falls_back_to_the_bundled_campaign_when_the_server_is_unreachable() 
     assert plan.source == "bundled" and fallback and "127.0.0.1:9" in fallback
 
 
-def test_it_needs_git_for_a_variant_that_follows_a_ref(tmp_path: Path) -> None:
-    import dataclasses
+def test_it_never_builds_a_variant_that_follows_a_ref_without_a_pinned_commit(tmp_path: Path) -> None:
+    from benchhub_agent import pipeline
+    from benchhub_agent.progress import Progress
 
-    from benchhub_agent.pipeline import RunOptions, resolve_refs
-
-    following = dataclasses.replace(
-        campaign.bundled("mv-ext-iquants").variant("01"), commit="", ref="refs/pull/29869/head"
-    )
-    options = RunOptions(model_path=tmp_path / "m.gguf", server=None, campaign_slug="x", llama_src=tmp_path)
-    with pytest.raises(AgentError, match="needs git") as caught:
-        resolve_refs([following], "https://github.com/ggml-org/llama.cpp", options)
-    assert caught.value.code == ExitCode.SOURCE
+    draft = campaign.bundled("few-row-mma")  # version 1 is a draft: its PR variant names no commit
+    options = pipeline.RunOptions(model_path=tmp_path / "m.gguf", server=None, campaign_slug="few-row-mma")
+    with pytest.raises(AgentError, match="names no commit") as caught:
+        pipeline.run(options, draft, home(), Progress())
+    assert caught.value.code == ExitCode.CAMPAIGN and "refs/pull/29869/head" in caught.value.message
+    assert not (tmp_path / "m.gguf").exists() and not (home().cache / "src").exists()
 
 
 STAND_IN_CMAKE = """cmake_minimum_required(VERSION 3.14)

@@ -1,8 +1,9 @@
-"""End to end with variants at two commits, the shape of few-row-mma (a pinned baseline and a variant
-that follows a pull request's ref), for real: a local git repository holding the pinned llama.cpp
-tree and a trivial commit on top published as `refs/pull/1/head` (the real PR branch cannot be
-fetched here), a campaign pointing at it on a live server, `benchhub-agent run` (the installed
-console script), then the submission, its commits and the leaderboard read back through the API.
+"""End to end with variants at two commits, the shape of few-row-mma (a pinned baseline and a pull
+request's variant), for real: a local git repository holding the pinned llama.cpp tree and a trivial
+commit on top published as `refs/pull/1/head` (the real PR branch cannot be fetched here), a draft
+campaign pointing at it on a live server, pinned by the moderator's verb (the ref resolved once) and
+published signed, `benchhub-agent run` (the installed console script), then the submission, its
+commits and the leaderboard read back through the API.
 
 The baseline commit is the same every run (fixed dates and author), so after the first run it comes
 from the agent's binary cache under $BENCHHUB_FIXTURES/agent-home. The commit on top is new every run,
@@ -68,13 +69,14 @@ def two_commit_repository(folder: Path) -> tuple[str, str]:
 def campaign_definition(repo: str, first: str) -> dict[str, Any]:
     return {
         "slug": "two-commits-e2e",
+        "version": 1,
         "title": "Two commits (e2e)",
         "description": "A pinned baseline and a variant following a pull request ref.",
         "repo": repo,
         "baseline": "base",
         "variants": [
             {"name": "base", "commit": first, "ref": None, "patches": [], "env": {}},
-            {"name": "pr-1", "commit": None, "ref": "refs/pull/1/head", "patches": [], "env": {}},
+            {"name": "pr-1", "commit": None, "ref": "refs/pull/1/head", "patches": [], "env": {}},  # a draft's
         ],
         "sweep": {
             "npp": 32,
@@ -102,16 +104,36 @@ def build_log_compiles(log: Path) -> list[str]:
 
 
 def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_server: Any, tmp_path: Path) -> None:
-    from benchhub.results.models import Campaign
+    from benchhub_protocol import campaign_versions
+    from django.core.management import call_command
+
+    from benchhub.results.models import Campaign, CampaignVersion
+    from tests.versioning import DEV_CAMPAIGN_KEY
 
     if not PRISTINE.is_dir() or not MODEL.is_file():
         pytest.fail(f"Fixtures missing in {FIXTURES}: run `make fixtures` (scripts/fixtures.sh) first.")
     first, second = two_commit_repository(tmp_path / "llama.cpp")
     repo = f"file://{tmp_path / 'llama.cpp'}"
     definition = campaign_definition(repo, first)
-    Campaign.objects.create(
+    created = Campaign.objects.create(
         slug=definition["slug"], title=definition["title"], repo=repo, baseline="base", definition=definition
     )
+    CampaignVersion.objects.create(
+        campaign=created,
+        version=1,
+        digest=campaign_versions.digest(definition),
+        manifest=definition,
+        state="draft",
+        measured_from=1,
+    )
+    # The moderator pins the PR variant: the ref resolved once, the next version signed and published.
+    (tmp_path / "v1.json").write_text(json.dumps({**definition, "signature": None}))
+    key = tmp_path / "campaign.key"
+    key.write_text(DEV_CAMPAIGN_KEY.seed.hex())
+    key.chmod(0o600)
+    call_command("pin_campaign_variant", str(tmp_path / "v1.json"), "pr-1", "--key", str(key), "--out",
+                 str(tmp_path / "v2.json"))  # fmt: skip
+    call_command("publish_campaign_version", str(tmp_path / "v2.json"))
 
     try:
         # Not bundled: its code is listed with the manifest's digest, and built once that digest is given.
@@ -143,8 +165,9 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
         logs = Path(summary["logs"])
         payload = json.loads((logs.parent / "payload.json").read_text())
 
-        # The ref was resolved at run time, and the result says which commit each variant measured.
+        # The ref was resolved once by the moderator, and the result says which commit each variant measured.
         assert [(v["name"], v["commit"]) for v in payload["variants"]] == [("base", first), ("pr-1", second)]
+        assert payload["campaign_digest"] == CampaignVersion.objects.get(campaign=created, version=2).digest
         assert payload["sweep"]["extra_args"] == ["-pps"] and payload["sweep"]["n_ctx"] == 2048
         commands = sorted(logs.glob("batched-bench-*.cmd"))
         assert len(commands) == 4 and all(" -pps " in path.read_text() for path in commands)
@@ -160,9 +183,7 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
         assert {v["name"]: v["commit"] for v in detail["variants"]} == {"base": first, "pr-1": second}
         assert "nonstandard_sweep" not in detail["flags"]
         page = requests.get(summary["url"], timeout=30).text
-        assert f'title="{second}"' in page and "following refs/pull/1/head" in page
-
-        from django.core.management import call_command
+        assert f'title="{second}"' in page and "pinned from refs/pull/1/head" in page
 
         call_command("refresh_cells", summary["id"])
         board = requests.get(f"{api}/leaderboard/", params={"campaign": "two-commits-e2e"}, timeout=30).json()

@@ -2,8 +2,9 @@
 from several keys (one handle with three machines, one key claiming two memory sizes), equal
 values, every exclusion, a re-signed measurement refused with 409, a quarantine and its release, a
 model conflict held and then resolved by three machines, a moderator's hide, a contributor's
-withdrawal, a key on probation, a control page (CUDA rows on a Metal campaign), two commits of a ref
-variant (few-row-mma) and two model files sharing a display name. The live tests then ask the
+withdrawal, a key on probation, a control page (CUDA rows on a Metal campaign), two versions of
+few-row-mma pinning two commits of its PR (the first superseded) and two model files sharing a
+display name. The live tests then ask the
 standalone script whether it recomputes exactly the cells the service serves."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.utils import timezone
 from benchhub.accounts.models import PublicKey
 from benchhub.results import cells, moderation
 from benchhub.results.models import Submission
+from tests import versioning
 from tests.conftest import Api, build_payload, persona
 
 HANDLES = ("ada", "bob", "cole", "dina")
@@ -69,8 +71,8 @@ def _payload(rng: random.Random, index: int) -> dict[str, Any]:
     return payload
 
 
-def few_row_mma(commit: str, ratio: float) -> dict[str, Any]:
-    """A few-row-mma run: the pinned master against the PR branch, resolved to `commit`."""
+def few_row_mma(commit: str, ratio: float, digest: str | None = None) -> dict[str, Any]:
+    """A few-row-mma run: the pinned master against the PR branch at `commit`, under the version of `digest`."""
     names = {"upstream": "master-836d571", "01": "pr-29869"}
     tg = {"upstream": {2: [100.0, 101.0], 4: [90.0, 91.0]}, "01": {2: [100 * ratio, 101 * ratio], 4: [90.0, 91.0]}}
     payload = build_payload(tg=tg)
@@ -82,6 +84,8 @@ def few_row_mma(commit: str, ratio: float) -> dict[str, Any]:
     ]
     for entry in (*payload["sweep"]["runs"], *payload["correctness"], *payload["generation"]):
         entry["variant"] = names[entry["variant"]]
+    if digest is not None:
+        payload["campaign_digest"] = digest
     return payload
 
 
@@ -161,9 +165,12 @@ def populate(api: Api, submissions: int = 40, seed: int = 7) -> None:
             check["backend"] = "CUDA0"
         _submit(api, cuda, signer)
 
-    # Two commits of the PR branch of few-row-mma: two cells, never pooled.
-    for n, (_, signer) in enumerate(keys[:4]):
-        _submit(api, few_row_mma(PR_COMMITS[n % 2], 1.1 + n / 100), signer)
+    # Two commits of the PR branch of few-row-mma, each pinned by a version of its own: the first
+    # version's cells superseded by the second's, kept apart, never pooled.
+    for n, commit in enumerate(PR_COMMITS):
+        digest = versioning.publish("few-row-mma", versioning.pin(commit)).digest
+        for _, signer in keys[n * 2 : n * 2 + 2]:
+            _submit(api, few_row_mma(commit, 1.1 + n / 100, digest), signer)
 
     # A new key: its result is stored and shown, and counted in n_pending only.
     eve = persona("eve")

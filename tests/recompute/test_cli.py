@@ -215,6 +215,7 @@ def test_one_changed_number_is_reported(live: FakeServer, tmp_path: Path, capsys
     for argv in (["--server", live.url], ["--snapshot", str(path), "--server", live.url]):
         code, out = run_main(capsys, *argv)
         where = f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=1"
+        where += " campaign_version=1"
         assert (code, out) == (
             1,
             [
@@ -238,11 +239,12 @@ def test_missing_extra_and_exact_fields_are_reported(live: FakeServer, capsys: p
     assert out[-1] == "5 cells, 4 differ"
     text = "\n".join(out)
     at = "@0c1e57098bba"
-    assert f"variant=upstream{at} b={gone['batch_size']}: missing from the live API" in text
-    assert f"variant=01{at} b=16: on the live API but not recomputed" in text
-    assert f'variant=upstream{at} b=1: interval recomputed null live "95%"' in text
-    assert f"variant=upstream{at} b=1: excluded recomputed" in text
-    assert f'variant=01{at} b=4: n_contributors recomputed 1 live "<absent>"' in text
+    v1 = "campaign_version=1"
+    assert f"variant=upstream{at} b={gone['batch_size']} {v1}: missing from the live API" in text
+    assert f"variant=01{at} b=16 {v1}: on the live API but not recomputed" in text
+    assert f'variant=upstream{at} b=1 {v1}: interval recomputed null live "95%"' in text
+    assert f"variant=upstream{at} b=1 {v1}: excluded recomputed" in text
+    assert f'variant=01{at} b=4 {v1}: n_contributors recomputed 1 live "<absent>"' in text
     assert len(out) == 6
 
 
@@ -270,9 +272,10 @@ def test_duplicate_rows_and_other_campaigns_are_compared_too(
     code, out = run_main(capsys, "--server", live.url)
     assert code == 1
     assert out == [
-        f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=4: "
-        "2 rows on the live API",
-        "few-row-mma chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=1: "
+        f"{SLUG} chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=4 "
+        "campaign_version=1: 2 rows on the live API",
+        "few-row-mma chip='Apple M5 Pro' gpu_cores=20 model=bbbbbbbbbbbb backend=metal variant=01@0c1e57098bba b=1 "
+        "campaign_version=1: "
         "on the live API but not recomputed",
         "5 cells, 2 differ",
     ]

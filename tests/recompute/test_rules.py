@@ -276,6 +276,8 @@ def test_an_excluded_only_cell_exists_with_no_numbers() -> None:
         "predict_level": None,
         "verdict": "too few machines",
         "min_effect": 0.02,
+        "campaign_version": 1,
+        "superseded": False,
         "n_machines": 0,
         "n_submissions": 0,
         "n_contributors": 0,

@@ -1,18 +1,21 @@
-"""The second campaign on the service: a variant that follows a git ref reports whatever commit the
-agent resolved, every submission shows the commits it measured, cells group by variant name, and a
-sweep run with other settings than its campaign's is stored and flagged but kept out of the cells."""
+"""The second campaign on the service: its PR variant ships as a draft until a moderator pins a commit
+in a signed version; a later version pinning another commit supersedes the older cells (kept apart,
+never ranked); and a sweep run with other settings than its campaign's is stored and flagged but
+kept out of the cells."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from benchhub_protocol import envelope
+from benchhub_protocol import campaign_versions, envelope
 from django.test import Client
 from django.urls import reverse
 
 from benchhub.results.cells import refresh_submission_cells
-from benchhub.results.models import LeaderboardCell, Measurement, Submission
+from benchhub.results.models import Headline, LeaderboardCell, Measurement, Submission
+from tests import versioning
 from tests.conftest import Api, build_payload
 
 MASTER = "836d57176dc699a726c55418e4f96b8ca628e1bf"
@@ -44,36 +47,73 @@ def submit(api: Api, signer: envelope.Signer, payload: dict[str, Any]) -> Submis
     return Submission.objects.get(pk=response.json()["id"])
 
 
-def test_it_serves_the_few_row_mma_manifest_with_the_ref_unresolved(client: Client, campaign: Any) -> None:
+def test_it_serves_few_row_mma_as_a_draft_until_a_moderator_pins_the_pr(
+    client: Client, api: Api, ada: envelope.Signer
+) -> None:
     manifest = client.get("/api/v1/campaigns/few-row-mma/").json()
+    assert (manifest["version"], manifest["state"], manifest["signature"]) == (1, "draft", None)
     assert manifest["baseline"] == "master-836d571"
-    assert [(v["name"], v["commit"], v["ref"], v["available"]) for v in manifest["variants"]] == [
-        ("master-836d571", MASTER, None, True),
-        ("pr-29869", None, "refs/pull/29869/head", True),
+    assert [(v["name"], v["commit"], v["ref"]) for v in manifest["variants"]] == [
+        ("master-836d571", MASTER, None),
+        ("pr-29869", None, "refs/pull/29869/head"),
     ]
     assert manifest["sweep"]["extra_args"] == ["-pps"] and manifest["sweep"]["n_ctx"] == 32768
+    refused = api.submit(few_row_payload("a" * 40), ada)
+    assert (refused.status_code, refused.json()["error"], refused.json()["field"]) == (
+        400,
+        "campaign_not_open",
+        "campaign",
+    )
+
+    versioning.publish("few-row-mma", versioning.pin("a" * 40))
+    pinned = client.get("/api/v1/campaigns/few-row-mma/").json()
+    assert (pinned["version"], pinned["state"], pinned["variants"][1]["commit"]) == (2, "open", "a" * 40)
+    assert campaign_versions.verify(pinned, campaign_versions.trusted_keys()) == versioning.DEV_CAMPAIGN_KEY.keyid
 
 
-def test_it_accepts_any_commit_of_the_ref_and_keys_its_cells_by_the_resolved_commit(
+def test_a_new_version_with_another_commit_leaves_the_old_cells_superseded_apart_and_unranked(
     api: Api, ada: envelope.Signer, personas: dict[str, envelope.Signer], client: Client
 ) -> None:
     assert api.register(personas["bob"], "bob").status_code == 201
-    first = submit(api, ada, few_row_payload("a" * 40, pr_tg=70.0))
-    second = submit(api, personas["bob"], few_row_payload("b" * 40, pr_tg=80.0))
+    first = versioning.publish("few-row-mma", versioning.pin("a" * 40))
+    old = submit(api, ada, few_row_payload("a" * 40, pr_tg=70.0))
+    second = versioning.publish("few-row-mma", versioning.pin("b" * 40))
+    assert second.changes == [f"variant pr-29869 commit: {'a' * 40} -> {'b' * 40}"]
+    now = few_row_payload("a" * 40, pr_tg=71.0)
+    now["created_at"] = (datetime.now(UTC) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    refused = api.submit(now, personas["bob"])  # no digest: judged by the version open at its created_at
+    assert (refused.status_code, refused.json()["error"]) == (400, "wrong_commit")
+    late = few_row_payload("a" * 40, pr_tg=72.0)
+    late["campaign_digest"] = first.digest  # ran under the older version: judged by it, shown with it
+    assert submit(api, personas["bob"], late).campaign_version == 2
+    new = few_row_payload("b" * 40, pr_tg=80.0)
+    new["campaign_digest"] = second.digest
+    assert submit(api, ada, new).campaign_version == 3
+    assert (old.ran_under_id, old.campaign_version) == (first.pk, 2)
 
-    assert first.status == second.status == "accepted" and first.flags == second.flags == []
-    assert {v.name: v.commit for v in second.variants.all()} == {"master-836d571": MASTER, "pr-29869": "b" * 40}
-    found = LeaderboardCell.objects.filter(campaign__slug="few-row-mma", variant="pr-29869", batch_size=4)
-    assert sorted(found.values_list("commit", "n_submissions", "tg_tps")) == [("a" * 40, 1, 70.0), ("b" * 40, 1, 80.0)]
-
-    page = client.get(reverse("submission", args=[second.pk])).content.decode()
-    assert f'title="{"b" * 40}"' in page and "following refs/pull/29869/head" in page
-    assert "-pps" in page
-    detail = client.get(f"/api/v1/submissions/{first.pk}/").json()
-    assert {v["name"]: v["commit"] for v in detail["variants"]}["pr-29869"] == "a" * 40
+    rows = client.get("/api/v1/leaderboard/", {"campaign": "few-row-mma"}).json()["rows"]
+    found = {
+        (r["commit"], r["campaign_version"], r["superseded"], r["n_submissions"])
+        for r in rows
+        if r["variant"] == "pr-29869" and r["batch_size"] == 4
+    }
+    assert found == {("a" * 40, 2, True, 2), ("b" * 40, 3, False, 1)}  # kept, apart, never pooled
+    headlines = Headline.objects.filter(campaign__slug="few-row-mma", variant="pr-29869")
+    assert sorted(headlines.values_list("commit", "superseded")) == [("a" * 40, True), ("b" * 40, False)]
+    home = client.get("/", {"campaign": "few-row-mma"}).content.decode()
+    assert "b" * 12 in home and "a" * 12 not in home  # the ranking reads the open version's cells only
+    page = client.get(reverse("campaign", args=["few-row-mma"])).content.decode()
+    assert "Superseded cells of version 2" in page and f"variant pr-29869 commit: {'a' * 40} -&gt; {'b' * 40}" in page
+    listed = client.get("/api/v1/campaigns/few-row-mma/versions/").json()
+    assert [(v["version"], v["state"], v["campaign_version"]) for v in listed] == [
+        (1, "draft", 1),
+        (2, "superseded", 2),
+        (3, "open", 3),
+    ]
 
 
 def test_it_still_refuses_a_baseline_at_another_commit_than_the_pinned_one(api: Api, ada: envelope.Signer) -> None:
+    versioning.publish("few-row-mma", versioning.pin("a" * 40))
     payload = few_row_payload("a" * 40)
     payload["variants"][0]["commit"] = "c" * 40
     response = api.submit(payload, ada)
@@ -93,6 +133,7 @@ def test_it_still_refuses_a_baseline_at_another_commit_than_the_pinned_one(api: 
 def test_it_stores_a_sweep_with_other_settings_but_keeps_it_out_of_the_cells(
     api: Api, ada: envelope.Signer, client: Client, sweep: dict[str, Any], difference: str
 ) -> None:
+    versioning.publish("few-row-mma", versioning.pin("a" * 40))
     payload = few_row_payload("a" * 40, **sweep)
     if sweep.get("extra_args") == []:
         del payload["sweep"]["extra_args"]  # absent means none, as for a client that predates the field

@@ -145,7 +145,8 @@ def test_it_marks_variants_unavailable_while_a_patch_is_missing_or_empty(
     assert [v["available"] for v in variants] == [True, False, False]
     assert "empty" in variants[1]["unavailable_reason"]
     assert "not published" in variants[2]["unavailable_reason"]
-    assert variants[1]["patches"][0] == {"name": "01-mv-ext-iquants.patch", "sha256": None, "url": None}
+    signed = hashlib.sha256(PATCH_TEXT["01-mv-ext-iquants.patch"]).hexdigest()  # what the version signed stays
+    assert variants[1]["patches"][0] == {"name": "01-mv-ext-iquants.patch", "sha256": signed, "url": None}
     missing = client.get("/api/v1/campaigns/mv-ext-iquants/patches/02-vectorized-bs1.patch")
     assert (missing.status_code, missing.json()["error"]) == (404, "patch_unavailable")
     assert client.get("/api/v1/campaigns/mv-ext-iquants/patches/..%2Fsettings.py").status_code == 404
@@ -187,16 +188,18 @@ def test_it_answers_a_server_error_under_the_api_with_json_and_elsewhere_with_th
 
 
 def test_it_syncs_campaign_rows_from_the_shipped_definition_idempotently(campaign: Any) -> None:
+    from benchhub_protocol import campaign_versions
     from django.core.management import call_command
 
-    from benchhub.results.campaigns import definitions
     from benchhub.results.models import Campaign
 
     Campaign.objects.update(title="stale", baseline="stale")
     for _ in range(2):
         call_command("sync_campaigns", stdout=io.StringIO())
     rows = {row.slug: row for row in Campaign.objects.all()}
-    shipped = {definition["slug"]: definition for definition in definitions()}
+    shipped = {
+        slug: campaign_versions.signed_body(found[-1]) for slug, found in campaign_versions.bundled_versions().items()
+    }
     assert set(rows) == set(shipped) == {"mv-ext-iquants", "few-row-mma"}
     for slug, row in rows.items():
         assert (row.title, row.baseline, row.definition) == (

@@ -14,6 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from benchhub.results.models import Headline
+from tests import versioning
 from tests.conftest import Api
 from tests.server.test_few_row_mma import few_row_payload
 
@@ -98,19 +99,22 @@ def test_model_files_that_share_a_name_are_told_apart_everywhere(client: Client,
     assert 120.0 not in variant["y"]
 
 
-def test_a_variant_that_follows_a_ref_shows_its_commit(
+def test_a_pinned_pr_variant_shows_its_commit_and_an_older_pin_stays_apart(
     client: Client, api: Api, ada: envelope.Signer, site: v3_site.Site
 ) -> None:
     first, second = "a" * 40, "1234567" + "f" * 33
-    v3_site.submitted(api, ada, few_row_payload(first))
-    v3_site.submitted(api, ada, few_row_payload(second, pr_tg=51.0))
+    for commit, tg in ((first, 49.7), (second, 51.0)):
+        payload = few_row_payload(commit, pr_tg=tg)
+        payload["campaign_digest"] = versioning.publish("few-row-mma", versioning.pin(commit)).digest
+        v3_site.submitted(api, ada, payload)
     chip = page_text(client.get(reverse("chip", args=["apple-m5-pro-20c"])))
-    for commit in (first, second):
-        assert f'at <code title="{commit}">{commit[:7]}</code>' in chip
+    assert f'at <code title="{second}">{second[:7]}</code>' in chip and first not in chip  # superseded: apart
     home = page_text(client.get("/", {"campaign": "few-row-mma"}))
     assert f'<code title="{second}">1234567</code>' in ranking_of(home)
     rows = client.get("/api/v1/leaderboard/", {"campaign": "few-row-mma", "variant": "pr-29869"}).json()["rows"]
-    assert {row["commit"] for row in rows} == {first, second}
+    assert {(row["commit"], row["superseded"]) for row in rows} == {(first, True), (second, False)}
+    versions = page_text(client.get(reverse("campaign", args=["few-row-mma"])))
+    assert "Superseded cells of version 2" in versions and first[:12] in versions
 
 
 def test_the_verdict_words_threshold_interval_prediction_and_pending_machines(

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from benchhub_protocol.campaign_versions import bundled_versions
 from django.test import Client
 
-from benchhub.results.campaigns import definitions, variant_descriptions
+from benchhub.results.campaigns import variant_descriptions
 from benchhub.results.models import Submission
 from benchhub.web import charts
 from benchhub.web.leaderboard import CellRow
@@ -47,7 +48,7 @@ def test_a_markdown_export_of_demo_rows_says_so() -> None:
 
 
 def test_every_variant_of_every_campaign_is_explained() -> None:
-    for definition in definitions():
+    for definition in (version for versions in bundled_versions().values() for version in versions):
         about = variant_descriptions(definition)
         assert all(about.values()) and len(about) == len(definition["variants"]), definition["slug"]
 

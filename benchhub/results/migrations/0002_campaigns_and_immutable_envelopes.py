@@ -19,9 +19,7 @@ DROP FUNCTION IF EXISTS results_rawenvelope_immutable();
 
 
 def sync(apps, schema_editor):
-    from benchhub.results.campaigns import sync_campaigns
-
-    sync_campaigns(apps.get_model("results", "Campaign"))
+    """Campaign rows now come with their versions (0005_campaign_versions), which need that table."""
 
 
 def create_trigger(apps, schema_editor):

@@ -4,7 +4,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from benchhub.results import storage
+from benchhub.results import cells, flags, storage, versions
 from benchhub.results.measurements import measurement_rows, stored_variants
 from benchhub.results.models import Measurement, Submission
 
@@ -13,9 +13,10 @@ CHUNK = 500
 
 class Command(BaseCommand):
     help = (
-        "Re-derive every submission's measurements from its stored raw envelope, then recompute every "
-        "leaderboard cell (rebuild_cells). Safe to run at any time and again after a crash; moderation state is "
-        "kept. Works in chunks of submissions, one transaction each, so memory stays bounded whatever the table size."
+        "Re-derive every submission's flags and measurements from its stored raw envelope, judged by the campaign "
+        "version it ran under, then recompute every leaderboard cell (rebuild_cells). Safe to run at any time and "
+        "again after a crash; moderation state is kept. Works in chunks of submissions, one transaction each, so "
+        "memory stays bounded whatever the table size."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -25,7 +26,11 @@ class Command(BaseCommand):
         done = 0
         last = None
         while True:
-            page = Submission.objects.order_by("pk").select_related("raw").prefetch_related("variants")
+            page = (
+                Submission.objects.order_by("pk")
+                .select_related("raw", "campaign", "ran_under")
+                .prefetch_related("variants")
+            )
             if last is not None:
                 page = page.filter(pk__gt=last)
             submissions = list(page[:chunk])
@@ -33,13 +38,23 @@ class Command(BaseCommand):
                 break
             with transaction.atomic():
                 Measurement.objects.filter(submission__in=submissions).delete()
-                Measurement.objects.bulk_create(
-                    row
-                    for submission in submissions
-                    for row in measurement_rows(
-                        submission, storage.stored_payload(bytes(submission.raw.body)), stored_variants(submission)
-                    )
-                )
+                rows: list[Measurement] = []
+                groups: set[cells.Group] = set()
+                for submission in submissions:
+                    payload = storage.stored_payload(bytes(submission.raw.body))
+                    judged = flags.derive(payload, versions.judged_by(submission))
+                    measured_from = submission.ran_under.measured_from if submission.ran_under else 1
+                    if (judged, measured_from) != (submission.flags, submission.campaign_version):
+                        status = Submission.Status.FLAGGED if judged else Submission.Status.ACCEPTED
+                        Submission.objects.filter(pk=submission.pk).update(
+                            flags=judged, status=status, campaign_version=measured_from
+                        )
+                        submission.flags, submission.status, submission.campaign_version = judged, status, measured_from
+                    groups.add(cells.Group.of(submission))
+                    rows += measurement_rows(submission, payload, stored_variants(submission))
+                Measurement.objects.bulk_create(rows)
+                for group in groups:
+                    cells.ensure_group(group)
             done += len(submissions)
             last = submissions[-1].pk
             self.stdout.write(f"{done} submission(s) re-derived", ending="\r")

@@ -49,8 +49,9 @@ class Stack:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.commands = {
-            "web": f"exec gunicorn benchhub.wsgi:application --bind 127.0.0.1:{self.port} --workers {web_workers} "
-            f"--timeout 30 --access-logfile {LOGS / 'access.log'}",
+            # The web service's own config (deploy/gunicorn.conf.py: gthread workers), as deployed.
+            "web": f"exec gunicorn benchhub.wsgi:application -c deploy/gunicorn.conf.py --bind 127.0.0.1:{self.port} "
+            f"--workers {web_workers} --access-logfile {LOGS / 'access.log'}",
             "worker": f"exec celery -A benchhub worker --loglevel WARNING --concurrency {worker_concurrency}",
             # The sweeper, as in production: without it a refresh message that never came (a marker
             # left by an in-process run sharing the Redis database, say) left cells stale for good.

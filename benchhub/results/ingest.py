@@ -312,12 +312,21 @@ def _store(
     payload_sha256: str,
     campaign: Campaign,
     version: CampaignVersion,
+    *,
+    restored: tuple[str, datetime] | None = None,
 ) -> Submission:
+    """`restored`: the (id, received_at) a snapshot gives a submission rebuilt from it (restore.py);
+    its cells are refreshed once every submission is in."""
     names.claim_chip(payload["machine"]["chip"])  # one spelling per chip slug (issue 30)
     model_file = storage.model_file_row(payload["model"])
     machine = storage.machine_row(payload["machine"])
     submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file, version)
+    if restored is not None:
+        submission.id = restored[0]
     submission.save(force_insert=True)
+    if restored is not None:
+        Submission.objects.filter(pk=submission.pk).update(received_at=restored[1])
+        submission.received_at = restored[1]
     RawEnvelope.objects.create(
         submission=submission, body=verified.body, sha256=hashlib.sha256(verified.body).hexdigest()
     )
@@ -325,9 +334,28 @@ def _store(
     Measurement.objects.bulk_create(measurement_rows(submission, payload, variants[submission.pk]))
     group = cells.Group.of(submission)
     cells.ensure_group(group)
-    transaction.on_commit(lambda: tasks.queue_refresh(group))
-    transaction.on_commit(lambda: tasks.after_claim(model_file.sha256))  # outside this transaction
+    if restored is None:
+        transaction.on_commit(lambda: tasks.queue_refresh(group))
+        transaction.on_commit(lambda: tasks.after_claim(model_file.sha256))  # outside this transaction
     return submission
+
+
+def restore_submission(body: bytes, submission_id: str, received_at: datetime) -> Submission:
+    """A submission rebuilt from a public snapshot (restore.py): the stored bytes, checked as at
+    ingest (signature, canonical form, schema, model facts, campaign), under its own id and time."""
+    verified = verify(body)
+    try:
+        payload = envelope.parse_canonical_payload(verified.opened.payload)
+        schema.validate_submission(payload)
+    except envelope.EnvelopeError as error:
+        raise IngestError.from_envelope(error) from None
+    except schema.SchemaViolation as error:
+        raise IngestError.from_schema(error) from None
+    _refuse_contradictions(payload["model"])
+    campaign, version = check_against_campaign(payload)
+    payload_sha256 = hashlib.sha256(verified.opened.payload).hexdigest()
+    with transaction.atomic():
+        return _store(verified, payload, payload_sha256, campaign, version, restored=(submission_id, received_at))
 
 
 WITHDRAWAL_KEYS = {"schema_version", "submission", "created_at"}

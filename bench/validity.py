@@ -1,11 +1,12 @@
 """`python -m bench validity`: the error rates of the leaderboard's verdicts, by simulation with a
-known truth (issue 35). Every figure comes from stats.page_stats, the code the server and the
-recompute script run, on fixed seeds, with its Monte-Carlo error (the standard error over
+known truth (issues 35 and 43). Every figure comes from the shared package's own code, the code the
+agent, the server and (a copy, tested equal) the recompute script run: cycles.submission_estimates
+on each simulated submission's runs, stats.page_stats on each simulated group, on fixed seeds, with its Monte-Carlo error (the standard error over
 independent pages or rankings; for a count of zero, the 95% upper bound 1 - 0.05^(1/N)).
 
 `--quick` runs a tenth of the replicates (the test suite reruns it). `--write` runs both and
 writes bench/validity.txt, whose full table docs/method.md quotes; the file also holds a digest of
-stats.py and of this simulation, so tests/protocol/test_validity.py goes red when either changes
+the statistics' modules and of this simulation, so tests/protocol/test_validity.py goes red when either changes
 and the file was not rewritten.
 """
 
@@ -22,16 +23,26 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from benchhub_protocol import stats
+from benchhub_protocol import cycles, distributions, meta, stats
 
 from bench import validity_world as sim
 
 OUTPUT = Path(__file__).with_name("validity.txt")
-SOURCES = (Path(stats.__file__), Path(__file__), Path(sim.__file__))
+SOURCES = (
+    Path(stats.__file__),
+    Path(meta.__file__),
+    Path(cycles.__file__),
+    Path(distributions.__file__),
+    Path(__file__),
+    Path(sim.__file__),
+)
 FULL, QUICK = 1.0, 0.1
 POWER_MACHINES = (3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 30, 50)
+TRIVIAL_MACHINES = (3, 5, 8, 12, 20, 50)
+MIXED_CYCLES = (1, 1, 1, 2, 2, 3, 4, 5, 8, 10, 15)
 RANKING_MACHINES = (1, 1, 2, 2, 3, 3, 4, 5, 6, 8, 10, 12, 16, 25)  # a crowd: most chips have few machines
 RANKING_PAGES = 20
+WIDTH = 86  # of a figure's label
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ class Figure:
         else:  # a check with no figure of its own
             value, error = "", ""
         holds = {True: "yes", False: "NO", None: ""}[self.holds]
-        return f"{self.label:<66} {value:>8} {error:>8}  {self.target:<9} {holds}".rstrip()
+        return f"{self.label:<{WIDTH}} {value:>8} {error:>8}  {self.target:<9} {holds}".rstrip()
 
 
 def pages(world: sim.World, count: int, seed: int) -> Iterator[tuple[sim.Page, stats.PageStats]]:
@@ -78,19 +89,54 @@ def verdicts(found: stats.PageStats) -> list[str]:
     return [cell.verdict for cell in found.cells.values()] + [h.verdict for h in found.headlines.values()]
 
 
+def prediction_hits(page: sim.Page, found: stats.PageStats) -> list[bool]:
+    """Whether each held-out machine's estimate (at the stated run length) fell in its cell's range."""
+    return [
+        covers(cell.predict_low, cell.predict_high, extra[key])
+        for extra in page.extra
+        for key, cell in found.cells.items()
+        if key in extra and cell.predict_low is not None
+    ]
+
+
 def null_rates(label: str, world: sim.World, count: int, seed: int) -> list[Figure]:
-    page_any, cell_share, within = [], [], []
-    for _, found in pages(world, count, seed):
+    """A world with no typical change: how often a group reads "faster" or "slower" anywhere, what its
+    cells read, and where new machines fall. Of a split world, the groups that drew machines of one
+    population only are counted apart: no method sees a spread it did not sample."""
+    world = replace(world, extra_machines=2)
+    page_any, both_any, one_side, cell_share, within, varies, inside = [], [], [], [], [], [], []
+    for page, found in pages(world, count, seed):
         found_verdicts = verdicts(found)
         called = [v in ("faster", "slower") for v in found_verdicts]
         page_any.append(float(any(called)))
+        if world.split is not None:
+            one_side.append(float(len(page.sides) == 1))
+            if len(page.sides) == 2:
+                both_any.append(float(any(called)))
         cell_share.append(sum(called) / len(called))
         within.append(sum(v == "within" for v in found_verdicts) / len(found_verdicts))
-    return [
-        Figure(f"{label}: pages, any faster/slower", *share(page_any), "≤ 5%", share(page_any)[0] <= 0.05),
-        Figure(f"{label}: cells, faster/slower", *share(cell_share), "≤ 1%", share(cell_share)[0] <= 0.01),
+        varies.append(sum(v == "varies by machine" for v in found_verdicts) / len(found_verdicts))
+        hits = prediction_hits(page, found)
+        inside.append(sum(hits) / len(hits))
+    figures = []
+    if world.split is None:
+        value, error = share(page_any)
+        figures.append(Figure(f"{label}: groups, any faster/slower", value, error, "≤ 5%", value <= 0.05))
+    else:
+        figures.append(Figure(f"{label}: groups, any faster/slower", *share(page_any), "", None))
+        value, error = share(one_side)
+        figures.append(Figure(f"{label}: groups drawn from one side only", value, error, "", None))
+        value, error = share(both_any)
+        figures.append(Figure(f"{label}: groups of both sides, any faster/slower", value, error, "≤ 5%", value <= 0.05))
+    figures += [
+        Figure(f"{label}: cells, faster/slower", *share(cell_share), "", None),
         Figure(f"{label}: cells, within ±2%", *share(within), "", None),
+        Figure(f"{label}: cells, varies by machine", *share(varies), "", None),
     ]
+    value, error = share(inside)
+    target, holds = "75–85%", 0.75 <= value <= 0.85
+    figures.append(Figure(f"{label}: a new machine inside the 80% range", value, error, target, holds))
+    return figures
 
 
 def faster_share(world: sim.World, count: int, seed: int) -> tuple[float, float]:
@@ -106,16 +152,29 @@ def power(scale: float) -> list[Figure]:
     monotone = True
     for n in POWER_MACHINES:
         world = sim.World(n, effect=sim.constant(0.05), round_sd=0.03, machine_sd=0.01)
-        value, error = faster_share(world, max(10, round(200 * scale)), seed=3000 + n)
+        value, error = faster_share(world, max(10, round(150 * scale)), seed=3000 + n)
         if previous is not None and value < previous[0] - 2 * math.hypot(error, previous[1]):
             monotone = False
         target, holds = ("≥ 80%", value >= 0.8) if n == 8 else ("", None)
         figures.append(Figure(f"power at +5%, {n} machines (σ 3%/round, 1% machines)", value, error, target, holds))
         previous = (value, error)
     heavy = sim.World(8, effect=sim.constant(0.05), round_sd=0.05, machine_sd=0.01, heavy=True)
-    value, error = faster_share(heavy, max(10, round(200 * scale)), seed=3999)
+    value, error = faster_share(heavy, max(10, round(150 * scale)), seed=3999)
     figures.append(Figure("power at +5%, 8 machines, σ 5%/round, t3 tails", value, error, "", None))
     figures.append(Figure("power never drops as machines are added (beyond 2 MC errors)", 1, 0, "", monotone, unit=""))
+    return figures
+
+
+def trivial(scale: float) -> list[Figure]:
+    """A true +1%, half the smallest effect: how often a group shows a "faster" anywhere."""
+    figures = []
+    for n in TRIVIAL_MACHINES:
+        world = sim.World(n, effect=sim.constant(0.01))
+        outcomes = [
+            float("faster" in verdicts(found)) for _, found in pages(world, max(10, round(200 * scale)), seed=2000 + n)
+        ]
+        value, error = share(outcomes)
+        figures.append(Figure(f"true +1%, {n} machines: groups, any faster", value, error, "≤ 5%", value <= 0.05))
     return figures
 
 
@@ -123,42 +182,26 @@ def covers(low: float | None, high: float | None, truth: float) -> bool:
     return low is not None and high is not None and low <= truth <= high
 
 
+COVERAGE_WORLDS = (
+    ("homogeneous", {}),
+    ("σ 5%/round, t3 tails", {"round_sd": 0.05, "heavy": True}),
+    ("position 2%, 1 cycle", {"position": 0.02, "cycles": (1,)}),
+)
+
+
 def coverage(scale: float) -> list[Figure]:
     figures = []
-    for n in (3, 4, 6, 8, 10, 12):
-        world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.02, skewed=True)
-        page_all, cell_share = [], []
-        for page, found in pages(world, max(20, round(1000 * scale)), seed=4000 + n):
-            hits = [covers(c.ci_low, c.ci_high, page.truth[key]) for key, c in found.cells.items()]
-            hits += [covers(h.ci_low, h.ci_high, page.headline_truth[key]) for key, h in found.headlines.items()]
-            page_all.append(float(all(hits)))
-            cell_share.append(sum(hits) / len(hits))
-        value, error = share(page_all)
-        figures.append(
-            Figure(f"coverage, all of a page at once, {n} machines, skewed 2%", value, error, "≥ 93%", value >= 0.93)
-        )
-        figures.append(Figure(f"coverage, each interval alone, {n} machines", *share(cell_share), "", None))
-    return figures
-
-
-def prediction(scale: float) -> list[Figure]:
-    figures = []
-    for skewed in (False, True):
-        for n in (3, 6, 12, 30):
-            world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.02, skewed=skewed, extra_machines=4)
-            inside = []
-            for page, found in pages(world, max(20, round(300 * scale)), seed=5000 + n + 100 * skewed):
-                hits = [
-                    covers(c.predict_low, c.predict_high, extra[key])
-                    for extra in page.extra
-                    for key, c in found.cells.items()
-                    if key in extra
-                ]
-                inside.append(sum(hits) / len(hits))
-            value, error = share(inside)
-            shape = "skewed" if skewed else "normal"
-            label = f"a new machine inside the 80% range, {n} machines, {shape} 2%"
-            figures.append(Figure(label, value, error, "80 ± 3%", abs(value - 0.8) <= max(0.03, 2 * error)))
+    for index, (name, options) in enumerate(COVERAGE_WORLDS):
+        for n in (3, 4, 8, 12):
+            world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.01, **options)  # type: ignore[arg-type]
+            page_all = []
+            for page, found in pages(world, max(20, round(300 * scale)), seed=4000 + 100 * index + n):
+                hits = [covers(c.ci_low, c.ci_high, page.truth[key]) for key, c in found.cells.items()]
+                hits += [covers(h.ci_low, h.ci_high, page.headline_truth[key]) for key, h in found.headlines.items()]
+                page_all.append(float(all(hits)))
+            value, error = share(page_all)
+            label = f"coverage, all of a group at once, {n} machines, {name}"
+            figures.append(Figure(label, value, error, "≥ 93%", value >= 0.93))
     return figures
 
 
@@ -167,7 +210,7 @@ def headline_bias(scale: float) -> list[Figure]:
     for miss in (0.0, 0.15):
         world = sim.World(12, effect=sim.varying(0.10), miss=miss)
         errors = []
-        for page, found in pages(world, max(20, round(1000 * scale)), seed=6000 + round(100 * miss)):
+        for page, found in pages(world, max(20, round(300 * scale)), seed=6000 + round(100 * miss)):
             for key, h in found.headlines.items():
                 if h.speedup is not None:
                     errors.append(100 * (h.speedup - page.headline_truth[key]))
@@ -182,7 +225,7 @@ def ranking(scale: float) -> list[Figure]:
     ordered by stats.evidence_key as the leaderboard orders them."""
     rng = random.Random(7000)
     any_faster, top_faster = [], []
-    for _ in range(max(10, round(150 * scale))):
+    for _ in range(max(10, round(60 * scale))):
         lines: list[stats.HeadlineStats] = []
         for _ in range(RANKING_PAGES):
             world = sim.World(rng.choice(RANKING_MACHINES), machine_sd=0.0, round_sd=rng.choice((0.02, 0.03, 0.05)))
@@ -198,31 +241,38 @@ def ranking(scale: float) -> list[Figure]:
     ]
 
 
-def null_worlds(scale: float, first: bool) -> list[Figure]:
-    """Pages with no typical change (A/A: identical code, so machines do not differ either)."""
-    count = max(50, round(1000 * scale))
-    aa = sim.World(8, machine_sd=0.0)
-    if first:
-        figures = null_rates("A/A, 8 machines, σ 3%/round", aa, count, 1001)
-        figures += null_rates("A/A, 8 machines, σ 5%/round", replace(aa, round_sd=0.05), count, 1002)
-        return figures + null_rates("A/A, 4 machines, σ 3%/round", replace(aa, n_machines=4), count, 1003)
-    figures = null_rates("A/A, 25 machines, σ 3%/round", replace(aa, n_machines=25), count, 1004)
-    heavy = replace(aa, round_sd=0.05, heavy=True)
-    figures += null_rates("A/A, 8 machines, σ 5%/round, t3 tails", heavy, count, 1006)
-    spread = replace(aa, machine_sd=0.02, skewed=True)
-    figures += null_rates("no typical change, 8 machines, skewed 2%", spread, count, 1005)
-    small = sim.World(50, effect=sim.constant(0.005))
-    value, error = faster_share(small, max(10, round(150 * scale)), 2001)
-    figures.append(Figure("true +0.5%, 50 machines: cells faster", value, error, "≤ 5%", value <= 0.05))
-    return figures
+AA = sim.World(8, machine_sd=0.0)
+NULL_WORLDS: tuple[tuple[str, sim.World, int], ...] = (
+    ("A/A, 8 machines, σ 3%/round", AA, 1001),
+    ("A/A, 8 machines, σ 5%/round", replace(AA, round_sd=0.05), 1002),
+    ("A/A, 4 machines, σ 3%/round", replace(AA, n_machines=4), 1003),
+    ("A/A, 25 machines, σ 3%/round", replace(AA, n_machines=25), 1004),
+    ("A/A, 8 machines, σ 5%/round, t3 tails", replace(AA, round_sd=0.05, heavy=True), 1005),
+    ("no typical change, 8 machines, skewed 2%", replace(AA, machine_sd=0.02, skewed=True), 1006),
+    ("split 70/30 (+3%/−7%), 8 machines", replace(AA, machine_sd=0.005, split=sim.Split(0.7, 0.03, -0.07)), 1007),
+    ("split 90/10 (+1%/−9%), 8 machines", replace(AA, machine_sd=0.005, split=sim.Split(0.9, 0.01, -0.09)), 1008),
+    ("±4% halves, 8 machines", replace(AA, machine_sd=0.005, split=sim.Split(0.5, 0.04, -0.04)), 1009),
+    ("±4% halves, 50 machines", replace(AA, n_machines=50, machine_sd=0.005, split=sim.Split(0.5, 0.04, -0.04)), 1010),
+    ("position 2%, 8 machines, 3 rounds", replace(AA, position=0.02, cycles=(1,)), 1011),
+    ("position 2%, 8 machines, 6 rounds", replace(AA, position=0.02, cycles=(2,)), 1012),
+    ("position 2%, 8 machines, 9 rounds", replace(AA, position=0.02, cycles=(3,)), 1013),
+    ("mixed run lengths (1-15 cycles), 8 machines", replace(AA, cycles=MIXED_CYCLES, noise_spread=0.5), 1014),
+    ("5% outlier machines (±10%), 20 machines", replace(AA, n_machines=20, machine_sd=0.01, outliers=0.05), 1015),
+    ("5% outlier machines (±10%), 50 machines", replace(AA, n_machines=50, machine_sd=0.01, outliers=0.05), 1016),
+)
+
+
+def null_world(index: int, scale: float) -> list[Figure]:
+    label, world, seed = NULL_WORLDS[index]
+    base = 400 if world.n_machines <= 8 else 150
+    return null_rates(label, world, max(20, round(base * scale)), seed)
 
 
 PARTS: tuple[Callable[[float], list[Figure]], ...] = (
-    functools.partial(null_worlds, first=True),
-    functools.partial(null_worlds, first=False),
+    *(functools.partial(null_world, index) for index in range(len(NULL_WORLDS))),
+    trivial,
     power,
     coverage,
-    prediction,
     headline_bias,
     ranking,
 )
@@ -243,7 +293,7 @@ def table(scale: float, jobs: int = 2) -> list[Figure]:
 
 
 def render(scale: float, jobs: int = 2) -> str:
-    header = f"{'figure':<66} {'value':>8} {'MC error':>8}  {'target':<9} holds"
+    header = f"{'figure':<{WIDTH}} {'value':>8} {'MC error':>8}  {'target':<9} holds"
     return "\n".join([header, *(figure.line() for figure in table(scale, jobs))]) + "\n"
 
 
@@ -254,7 +304,8 @@ def digest() -> str:
 def constants() -> str:
     return (
         f"CONFIDENCE={stats.CONFIDENCE} PREDICT_LEVEL={stats.PREDICT_LEVEL} MIN_MACHINES={stats.MIN_MACHINES} "
-        f"EFFECT_FLOOR={stats.EFFECT_FLOOR} MIN_EFFECT={sim.MIN_EFFECT}"
+        f"EFFECT_FLOOR={stats.EFFECT_FLOOR} CLEAR_SHARE={stats.CLEAR_SHARE} PREDICT_CYCLES={stats.PREDICT_CYCLES} "
+        f"PRIOR_DF={meta.PRIOR_DF} MIN_EFFECT={sim.MIN_EFFECT}"
     )
 
 

@@ -82,6 +82,8 @@ LEADERBOARD = [
                     "predict_low": 1.3702,
                     "predict_high": 1.4611,
                     "predict_level": 0.8,
+                    "tau": 0.0071,
+                    "i2": 0.42,
                     "verdict": "faster",
                     "min_effect": 0.02,
                     "n_machines": 3,

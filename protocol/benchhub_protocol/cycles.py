@@ -75,15 +75,21 @@ def information(n_cycles: int) -> float:
     return n_cycles / (MEDIAN_VARIANCE_FACTOR if n_cycles >= 3 else 1.0)
 
 
+def _stdev(values: Sequence[float]) -> float:
+    """The sample standard deviation in floats (statistics.stdev is exact in fractions, and slow)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
+
+
 def _estimate(cycle_logs: list[float], first_cycle: list[float]) -> SubmissionEstimate:
     m = len(cycle_logs)
     centre = statistics.median(cycle_logs)
     if m >= 2:
-        log_se: float | None = statistics.stdev(cycle_logs) / math.sqrt(information(m))
+        log_se: float | None = _stdev(cycle_logs) / math.sqrt(information(m))
         df = m - 1
     else:
         # One cycle: the spread of its rounds (position effects included, so it errs wide).
-        log_se = statistics.stdev(first_cycle) / math.sqrt(len(first_cycle)) if len(first_cycle) >= 2 else None
+        log_se = _stdev(first_cycle) / math.sqrt(len(first_cycle)) if len(first_cycle) >= 2 else None
         df = len(first_cycle) - 1
     return SubmissionEstimate(
         ratio=math.exp(centre),
@@ -98,20 +104,21 @@ def submission_estimates(runs: Sequence[dict[str, Any]], baseline: str) -> dict[
     """Every cell's estimate, by (variant, batch size), the baseline's own included (ratio 1): the
     runs read once. A cell without a whole cycle in which both sides have a positive, finite rate in
     every round is left out."""
-    speeds = _speeds(runs)
+    logs = {key: math.log(value) for key, value in _speeds(runs).items() if _usable(value)}
     cycles = whole_cycles(runs)
-    cells = sorted({(variant, size) for variant, _, size in speeds})
+    cells = sorted({(variant, size) for variant, _, size in _speeds(runs)})
     found = {}
     for variant, size in cells:
         cycle_logs: list[float] = []
         first_cycle: list[float] = []
         for block in cycles:
-            pairs = [(speeds.get((variant, rep, size)), speeds.get((baseline, rep, size))) for rep in block]
-            if not all(_usable(top) and _usable(bottom) for top, bottom in pairs):
+            tops = [logs.get((variant, rep, size)) for rep in block]
+            bottoms = [logs.get((baseline, rep, size)) for rep in block]
+            if None in tops or None in bottoms:
                 continue
-            logs = [math.log(top / bottom) for top, bottom in pairs]  # type: ignore[operator]
-            first_cycle = first_cycle or logs
-            cycle_logs.append(statistics.fmean(logs))
+            ratios = [top - bottom for top, bottom in zip(tops, bottoms, strict=True)]  # type: ignore[operator]
+            first_cycle = first_cycle or ratios
+            cycle_logs.append(math.fsum(ratios) / len(ratios))
         if cycle_logs:
             found[(variant, size)] = _estimate(cycle_logs, first_cycle)
     return found

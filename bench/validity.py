@@ -201,20 +201,37 @@ COVERAGE_WORLDS = (
 
 
 def coverage(index: int, scale: float) -> list[Figure]:
-    """How often every interval of a group holds its truth at once."""
+    """How often every interval of a group holds its truth at once: the shipped Hartung-Knapp
+    intervals, and beside them the plain DerSimonian-Laird normal ones on the same groups."""
     figures = []
     name, options = COVERAGE_WORLDS[index]
     for n in (3, 4, 8, 12):
         world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.01, **options)  # type: ignore[arg-type]
-        page_all = []
+        page_all, normal_all = [], []
         for page, found in pages(world, max(20, round(200 * scale)), seed=4000 + 100 * index + n):
             hits = [covers(c.ci_low, c.ci_high, page.truth[key]) for key, c in found.cells.items()]
             hits += [covers(h.ci_low, h.ci_high, page.headline_truth[key]) for key, h in found.headlines.items()]
             page_all.append(float(all(hits)))
+            normal_all.append(float(all(normal_hits(page))))
         value, error = share(page_all)
         label = f"coverage, all of a group at once, {n} machines, {name}"
         figures.append(Figure(label, value, error, "≥ 93%", value >= 0.93))
+        label = f"  the same with DerSimonian-Laird normal intervals (not shipped), {n} machines"
+        figures.append(Figure(label, *share(normal_all), "", None))
     return figures
+
+
+def normal_hits(page: sim.Page) -> list[bool]:
+    """Whether each DerSimonian-Laird interval (normal quantile, same Bonferroni family) holds."""
+    summary = stats.summarise_page(page.cells, headline_sizes=sim.HEADLINE_SIZES)
+    families = {**{key: cell.machines for key, cell in summary.cells.items()}, **summary.headlines}
+    truths = {**page.truth, **page.headline_truth}
+    judged = {key: meta.pool(machines) for key, machines in families.items() if len(machines) >= stats.MIN_MACHINES}
+    quantile = distributions.normal_quantile(1 - (1 - stats.CONFIDENCE) / (2 * max(len(judged), 1)))
+    return [
+        abs(pooled.mean - math.log(truths[key])) <= quantile * pooled.dl_se  # type: ignore[index]
+        for key, pooled in judged.items()
+    ]
 
 
 def headline_bias(scale: float) -> list[Figure]:

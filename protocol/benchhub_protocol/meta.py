@@ -90,6 +90,7 @@ class Pooled:
     k: int
     mean: float  # the typical machine's log ratio (random-effects weighted)
     se: float  # its Hartung-Knapp standard error
+    dl_se: float  # the plain DerSimonian-Laird one, sqrt(1 / sum of weights): bench validity compares them
     tau2: float  # between-machine variance of true log ratios (DerSimonian-Laird)
     i2: float  # share of the machines' spread that is between machines
     q: float  # Cochran's Q
@@ -142,7 +143,7 @@ def pool(machines: Sequence[Machine]) -> Pooled:
     offset = math.fsum(w * y for w, y in zip(star, ys, strict=True)) / total_star
     spread = math.fsum(w * (y - offset) ** 2 for w, y in zip(star, ys, strict=True)) / (k - 1) if k > 1 else 0.0
     se = math.sqrt(max(spread, 1.0) / total_star)
-    return Pooled(k, centre + offset, se, tau2, i2, q, typical)
+    return Pooled(k, centre + offset, se, math.sqrt(1.0 / total_star), tau2, i2, q, typical)
 
 
 def confidence_bounds(found: Pooled, level: float) -> tuple[float, float]:

@@ -300,6 +300,12 @@ def _usable(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+def _geometric_mean(values: Sequence[float]) -> float:
+    """Taken around the values' median, so that equal values give exactly that value back."""
+    centre = median(values)
+    return centre * math.exp(math.fsum(math.log(value / centre) for value in values) / len(values))
+
+
 def _machine(rows: Sequence[Measured]) -> Machine:
     """A machine's submissions weighted by their cycles, their per-cycle variances pooled."""
     weights = [information(row.n_cycles) for row in rows]
@@ -405,10 +411,7 @@ def page_stats(
             if _usable(row.speedup) and _usable(row.baseline_tg_tps) and math.isfinite(row.log_se) and row.log_se >= 0:
                 by_machine[row.machine].append(row)
         values[key] = {machine: _machine(found) for machine, found in by_machine.items()}
-        baselines[key] = [
-            math.exp(math.fsum(math.log(row.baseline_tg_tps) for row in found) / len(found))
-            for found in by_machine.values()
-        ]
+        baselines[key] = [_geometric_mean([row.baseline_tg_tps for row in found]) for found in by_machine.values()]
         handles = {row.contributor for found in by_machine.values() for row in found}
         counts[key] = (sum(len(found) for found in by_machine.values()), len(handles))
     headline_values: dict[tuple[str, str], list[Machine]] = {}
@@ -423,7 +426,7 @@ def page_stats(
     out_cells = {}
     for key, found in values.items():
         judged = _judge(list(found.values()), n_tests, min_effect, predict_cycles)
-        baseline = math.exp(math.fsum(math.log(b) for b in baselines[key]) / len(baselines[key])) if found else None
+        baseline = _geometric_mean(baselines[key]) if found else None
         tg_tps = None if baseline is None or judged[0] is None else baseline * judged[0]
         out_cells[key] = CellStats(baseline, tg_tps, *judged, len(found), *counts[key])
     out_headlines = {
@@ -727,23 +730,22 @@ def paired_rows(
     for run in runs:  # a run that exited non-zero still gives the rows it has
         for row in run["rows"]:
             speeds[run["variant"], run["rep"], row["batch_size"]] = row["tg_tps"]
-    logs = {key: math.log(value) for key, value in speeds.items() if math.isfinite(value) and value > 0}
+    usable = {key: value for key, value in speeds.items() if math.isfinite(value) and value > 0}
     cycles = whole_cycles(runs)
     found = {}
     for variant, batch in sorted({(variant, batch) for variant, _, batch in speeds}):
         bases = [
             speeds[baseline, rep, batch]
-            for (name, rep, size) in logs
-            if name == variant and size == batch and (baseline, rep, batch) in logs
+            for (name, rep, size) in usable
+            if name == variant and size == batch and (baseline, rep, batch) in usable
         ]
         cycle_logs: list[float] = []
         first_cycle: list[float] = []
         for block in cycles:
-            tops = [logs.get((variant, rep, batch)) for rep in block]
-            bottoms = [logs.get((baseline, rep, batch)) for rep in block]
-            if None in tops or None in bottoms:
+            pairs = [(usable.get((variant, rep, batch)), usable.get((baseline, rep, batch))) for rep in block]
+            if any(top is None or bottom is None for top, bottom in pairs):
                 continue
-            ratios = [top - bottom for top, bottom in zip(tops, bottoms, strict=True)]  # type: ignore[operator]
+            ratios = [math.log(top / bottom) for top, bottom in pairs]  # type: ignore[operator]
             first_cycle = first_cycle or ratios
             cycle_logs.append(math.fsum(ratios) / len(ratios))
         if not cycle_logs or len(bases) < 2:

@@ -104,7 +104,7 @@ def submission_estimates(runs: Sequence[dict[str, Any]], baseline: str) -> dict[
     """Every cell's estimate, by (variant, batch size), the baseline's own included (ratio 1): the
     runs read once. A cell without a whole cycle in which both sides have a positive, finite rate in
     every round is left out."""
-    logs = {key: math.log(value) for key, value in _speeds(runs).items() if _usable(value)}
+    speeds = {key: value for key, value in _speeds(runs).items() if _usable(value)}
     cycles = whole_cycles(runs)
     cells = sorted({(variant, size) for variant, _, size in _speeds(runs)})
     found = {}
@@ -112,11 +112,10 @@ def submission_estimates(runs: Sequence[dict[str, Any]], baseline: str) -> dict[
         cycle_logs: list[float] = []
         first_cycle: list[float] = []
         for block in cycles:
-            tops = [logs.get((variant, rep, size)) for rep in block]
-            bottoms = [logs.get((baseline, rep, size)) for rep in block]
-            if None in tops or None in bottoms:
+            pairs = [(speeds.get((variant, rep, size)), speeds.get((baseline, rep, size))) for rep in block]
+            if any(top is None or bottom is None for top, bottom in pairs):
                 continue
-            ratios = [top - bottom for top, bottom in zip(tops, bottoms, strict=True)]  # type: ignore[operator]
+            ratios = [math.log(top / bottom) for top, bottom in pairs]  # type: ignore[operator]
             first_cycle = first_cycle or ratios
             cycle_logs.append(math.fsum(ratios) / len(ratios))
         if cycle_logs:

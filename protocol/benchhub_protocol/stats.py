@@ -269,7 +269,9 @@ def _usable_row(row: Row) -> bool:
 
 
 def _geometric_mean(values: Sequence[float]) -> float:
-    return math.exp(math.fsum(math.log(value) for value in values) / len(values))
+    """Taken around the values' median, so that equal values give exactly that value back."""
+    centre = median(values)
+    return centre * math.exp(math.fsum(math.log(value / centre) for value in values) / len(values))
 
 
 def summarise_page(cells: Mapping[CellKey, Iterable[Row]], *, headline_sizes: Sequence[int]) -> PageSummary:

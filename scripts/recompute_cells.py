@@ -122,6 +122,7 @@ EFFECT_FLOOR = 0.001
 CLEAR_SHARE = 0.5
 PRIOR_DF = 4
 MIN_CYCLE_SD = 0.001
+EMPIRICAL_FROM = 20
 MEDIAN_VARIANCE_FACTOR = math.pi / 2
 PageKey = tuple[str, str, int]  # variant, commit, batch size
 # speedup, interval, ci_low, ci_high, predict_low, predict_high, predict_level, tau, i2, verdict
@@ -329,8 +330,9 @@ def _mean_of_machines(values: Sequence[Machine]) -> Machine:
     )
 
 
-def _pool(machines: Sequence[Machine]) -> tuple[float, float, float, float, float, float]:
-    """(mean, Hartung-Knapp se, tau^2, I^2, Cochran's Q, the typical per-cycle variance)."""
+def _pool(machines: Sequence[Machine]) -> tuple[float, float, float, float, float, float, list[float]]:
+    """(mean, Hartung-Knapp se, tau^2, I^2, Cochran's Q, the typical per-cycle variance, each
+    machine's deviation from the mean)."""
     k = len(machines)
     centre = median([found.log_ratio for found in machines])
     ys = [found.log_ratio - centre for found in machines]
@@ -350,7 +352,32 @@ def _pool(machines: Sequence[Machine]) -> tuple[float, float, float, float, floa
     total_star = math.fsum(star)
     offset = math.fsum(w * y for w, y in zip(star, ys, strict=False)) / total_star
     spread = math.fsum(w * (y - offset) ** 2 for w, y in zip(star, ys, strict=False)) / (k - 1) if k > 1 else 0.0
-    return centre + offset, math.sqrt(max(spread, 1.0) / total_star), tau2, i2, q, typical
+    deviations = [y - offset for y in ys]
+    return centre + offset, math.sqrt(max(spread, 1.0) / total_star), tau2, i2, q, typical, deviations
+
+
+def _mixture_bounds(mean: float, tau: float, deviations: Sequence[float], noise: float) -> tuple[float, float]:
+    """The machines' deviations scaled to spread by tau, each blurred by a new machine's noise: the
+    PREDICT_LEVEL range of that mixture."""
+    spread = math.sqrt(math.fsum(d * d for d in deviations) / len(deviations))
+    scale = tau / spread if spread > 0 else 0.0
+    centres = [mean + scale * d for d in deviations]
+    sd = math.sqrt(noise)
+
+    def cdf(x: float) -> float:
+        return math.fsum(0.5 * math.erfc((c - x) / (sd * math.sqrt(2.0))) for c in centres) / len(centres)
+
+    def quantile(p: float) -> float:
+        low, high = min(centres) - 40 * sd, max(centres) + 40 * sd
+        for _ in range(100):
+            middle = (low + high) / 2
+            if cdf(middle) < p:
+                low = middle
+            else:
+                high = middle
+        return (low + high) / 2
+
+    return math.exp(quantile(0.5 - PREDICT_LEVEL / 2)), math.exp(quantile(0.5 + PREDICT_LEVEL / 2))
 
 
 def decide(
@@ -372,15 +399,19 @@ def decide(
 def _judge(machines: Sequence[Machine], n_tests: int, min_effect: float, cycles: int) -> Judged:
     if not machines:
         return (None, None, None, None, None, None, None, None, None, "too few machines")
-    mean, se, tau2, i2, q, typical = _pool(machines)
+    mean, se, tau2, i2, q, typical, deviations = _pool(machines)
     speedup = math.exp(mean)
     k = len(machines)
     if k < MIN_MACHINES:
         return (speedup, None, None, None, None, None, None, None, None, "too few machines")
     half = t_quantile(0.5 + (1.0 - (1.0 - CONFIDENCE) / n_tests) / 2, k - 1) * se
     low, high = math.exp(mean - half), math.exp(mean + half)
-    spread = normal_quantile(0.5 + PREDICT_LEVEL / 2) * math.sqrt(tau2 + typical / information(cycles) + se**2)
-    predict = math.exp(mean - spread), math.exp(mean + spread)
+    noise = typical / information(cycles) + se**2
+    if k >= EMPIRICAL_FROM and tau2 > 0:
+        predict = _mixture_bounds(mean, math.sqrt(tau2), deviations, noise)
+    else:
+        spread = normal_quantile(0.5 + PREDICT_LEVEL / 2) * math.sqrt(tau2 + noise)
+        predict = math.exp(mean - spread), math.exp(mean + spread)
     threshold = max(min_effect, EFFECT_FLOOR)
     reach = normal_quantile(0.5 + PREDICT_LEVEL / 2) * math.sqrt(tau2)
     varies = (

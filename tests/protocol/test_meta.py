@@ -79,3 +79,14 @@ def test_the_normal_quantile_matches_the_standard_library() -> None:
 
     for p in (0.6, 0.9, 0.975, 0.999):
         assert distributions.normal_quantile(p) == pytest.approx(NormalDist().inv_cdf(p), rel=1e-12)
+
+
+def test_from_twenty_machines_the_prediction_follows_the_shape_of_their_spread() -> None:
+    halves = [machine(0.04 if i % 2 else -0.04, 1e-6) for i in range(meta.EMPIRICAL_FROM)]
+    found = meta.pool(halves)
+    low, high = meta.prediction_bounds(found, 0.8, 3)
+    assert found.tau == pytest.approx(0.04 * math.sqrt(20 / 19))  # a sample spread: k - 1
+    # Two populations at ±4%: their 80% range ends near ±4%, where a normal one would say ±5.1%.
+    assert -0.043 < low < -0.039 and 0.039 < high < 0.043
+    normal = meta.prediction_bounds(meta.pool(halves[:-1]), 0.8, 3)
+    assert normal[1] > 0.05, "below EMPIRICAL_FROM machines the range is normal"

@@ -102,7 +102,7 @@ def test_the_script_has_the_services_constants_and_words() -> None:
         "CLEAR_SHARE",
     ):
         assert getattr(script(), name) == getattr(stats, name), name
-    for name in ("PRIOR_DF", "MIN_CYCLE_SD"):
+    for name in ("PRIOR_DF", "MIN_CYCLE_SD", "EMPIRICAL_FROM"):
         assert getattr(script(), name) == getattr(meta, name), name
     assert script().MEDIAN_VARIANCE_FACTOR == cycles.MEDIAN_VARIANCE_FACTOR
     for n in range(1, 6):

@@ -85,7 +85,7 @@ def test_from_twenty_machines_the_prediction_follows_the_shape_of_their_spread()
     halves = [machine(0.04 if i % 2 else -0.04, 1e-6) for i in range(meta.EMPIRICAL_FROM)]
     found = meta.pool(halves)
     low, high = meta.prediction_bounds(found, 0.8, 3)
-    assert found.tau == pytest.approx(0.04 * math.sqrt(20 / 19))  # a sample spread: k - 1
+    assert found.tau == pytest.approx(0.04 * math.sqrt(20 / 19), rel=1e-3)  # a sample spread, less the noise
     # Two populations at ±4%: their 80% range ends near ±4%, where a normal one would say ±5.1%.
     assert -0.043 < low < -0.039 and 0.039 < high < 0.043
     normal = meta.prediction_bounds(meta.pool(halves[:-1]), 0.8, 3)

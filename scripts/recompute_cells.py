@@ -123,6 +123,7 @@ CLEAR_SHARE = 0.5
 PRIOR_DF = 4
 MIN_CYCLE_SD = 0.001
 EMPIRICAL_FROM = 20
+MIXTURE_POINTS = 200
 MEDIAN_VARIANCE_FACTOR = math.pi / 2
 PageKey = tuple[str, str, int]  # variant, commit, batch size
 # speedup, interval, ci_low, ci_high, predict_low, predict_high, predict_level, tau, i2, verdict
@@ -303,17 +304,21 @@ def _usable(value: float) -> bool:
 
 def _geometric_mean(values: Sequence[float]) -> float:
     """Taken around the values' median, so that equal values give exactly that value back."""
+    if len(values) == 1:
+        return values[0]
     centre = median(values)
     return centre * math.exp(math.fsum(math.log(value / centre) for value in values) / len(values))
 
 
 def _machine(rows: Sequence[Measured]) -> Machine:
     """A machine's submissions weighted by their cycles, their per-cycle variances pooled."""
+    if len(rows) == 1:
+        weight = information(rows[0].n_cycles)
+        variance = max(rows[0].log_se ** 2 * weight, MIN_CYCLE_SD**2)
+        return Machine(math.log(rows[0].speedup), weight, rows[0].df, variance)
     weights = [information(row.n_cycles) for row in rows]
     total = math.fsum(weights)
     centre = math.fsum(w * math.log(row.speedup) for w, row in zip(weights, rows, strict=False)) / total
-    if len(rows) == 1:
-        centre = math.log(rows[0].speedup)
     df = sum(row.df for row in rows)
     variances = [max(row.log_se**2 * w, MIN_CYCLE_SD**2) for w, row in zip(weights, rows, strict=False)]
     pooled = math.fsum(row.df * v for row, v in zip(rows, variances, strict=False)) / df if df > 0 else max(variances)
@@ -361,7 +366,10 @@ def _mixture_bounds(mean: float, tau: float, deviations: Sequence[float], noise:
     PREDICT_LEVEL range of that mixture."""
     spread = math.sqrt(math.fsum(d * d for d in deviations) / len(deviations))
     scale = tau / spread if spread > 0 else 0.0
-    centres = [mean + scale * d for d in deviations]
+    ordered = sorted(deviations)
+    if len(ordered) > MIXTURE_POINTS:
+        ordered = [ordered[int((i + 0.5) * len(ordered) / MIXTURE_POINTS)] for i in range(MIXTURE_POINTS)]
+    centres = [mean + scale * d for d in ordered]
     sd = math.sqrt(noise)
 
     def cdf(x: float) -> float:
@@ -369,7 +377,7 @@ def _mixture_bounds(mean: float, tau: float, deviations: Sequence[float], noise:
 
     def quantile(p: float) -> float:
         low, high = min(centres) - 40 * sd, max(centres) + 40 * sd
-        for _ in range(100):
+        for _ in range(60):
             middle = (low + high) / 2
             if cdf(middle) < p:
                 low = middle

@@ -37,6 +37,7 @@ MIN_CYCLE_SD = 0.001
 # outliers), not a normal one: with 5% outlier machines a normal range held 91% of new machines at
 # 50 machines; from 8 machines the shape of so few widened it for a 70/30 split (bench validity).
 EMPIRICAL_FROM = 20
+MIXTURE_POINTS = 200  # beyond this many machines, their deviations' quantiles shape the mixture
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,13 @@ class Machine:
 def machine(submissions: Sequence[Submitted]) -> Machine:
     """A machine's value: its submissions weighted by the cycles they ran (their variances share the
     machine's one per-cycle variance, pooled over them)."""
+    if len(submissions) == 1:  # most machines of a large group: the same numbers, without the sums
+        found = submissions[0]
+        weight = information(found.n_cycles)
+        return Machine(found.log_ratio, weight, found.df, max(found.log_se**2 * weight, MIN_CYCLE_SD**2))
     weights = [information(found.n_cycles) for found in submissions]
     total = math.fsum(weights)
     centre = math.fsum(w * found.log_ratio for w, found in zip(weights, submissions, strict=True)) / total
-    if len(submissions) == 1:
-        centre = submissions[0].log_ratio  # exactly its own value
     df = sum(found.df for found in submissions)
     variances = [max(found.log_se**2 * w, MIN_CYCLE_SD**2) for w, found in zip(weights, submissions, strict=True)]
     if df > 0:
@@ -178,7 +181,10 @@ def _mixture_bounds(found: Pooled, level: float, noise: float) -> tuple[float, f
     by a new machine's noise: the quantiles of that mixture."""
     spread = math.sqrt(math.fsum(d * d for d in found.deviations) / found.k)
     scale = found.tau / spread if spread > 0 else 0.0
-    centres = [found.mean + scale * d for d in found.deviations]
+    ordered = sorted(found.deviations)
+    if len(ordered) > MIXTURE_POINTS:  # the deviations' quantiles stand for them: a bounded cost per cell
+        ordered = [ordered[int((i + 0.5) * len(ordered) / MIXTURE_POINTS)] for i in range(MIXTURE_POINTS)]
+    centres = [found.mean + scale * d for d in ordered]
     sd = math.sqrt(noise)
 
     def cdf(x: float) -> float:
@@ -186,7 +192,7 @@ def _mixture_bounds(found: Pooled, level: float, noise: float) -> tuple[float, f
 
     def quantile(p: float) -> float:
         low, high = min(centres) - 40 * sd, max(centres) + 40 * sd
-        for _ in range(100):
+        for _ in range(60):
             middle = (low + high) / 2
             if cdf(middle) < p:
                 low = middle

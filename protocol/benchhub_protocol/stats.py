@@ -270,6 +270,8 @@ def _usable_row(row: Row) -> bool:
 
 def _geometric_mean(values: Sequence[float]) -> float:
     """Taken around the values' median, so that equal values give exactly that value back."""
+    if len(values) == 1:
+        return values[0]
     centre = median(values)
     return centre * math.exp(math.fsum(math.log(value / centre) for value in values) / len(values))
 

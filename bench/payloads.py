@@ -21,7 +21,7 @@ from benchhub.results import plausibility
 CAMPAIGN = "mv-ext-iquants"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
-REPS = 2
+REPS = 3  # one whole cycle of the three variants: fewer counts nowhere (cells v4)
 # (chip, GPU cores, memory GiB): Apple silicon as a crowd would send it.
 CHIPS = tuple(
     (chip, cores, memory)

@@ -4,7 +4,7 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, checked against its stated SHA-256, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by docs/protocol.md section 7 (cells version 3), judging each submission by
+  3. recomputes every cell by docs/protocol.md section 5.1 (cells version 4), judging each submission by
      the campaign version it ran under (campaign versions),
   4. with --server, prints every cell field that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 
@@ -46,7 +46,7 @@ else:
 
 SUBMISSION_TYPE = "application/vnd.benchhub.submission.v1+json"
 WITHDRAWAL_TYPE = "application/vnd.benchhub.withdrawal.v1+json"
-CELLS_VERSION = 3
+CELLS_VERSION = 4
 # Why a row is left out of its cell: the first that applies, in this order (docs/protocol.md section 7).
 REASONS = (
     "hidden",
@@ -71,6 +71,8 @@ FLOAT_FIELDS = (
     "predict_low",
     "predict_high",
     "predict_level",
+    "tau",
+    "i2",
     "min_effect",
 )
 EXACT_FIELDS = (
@@ -105,21 +107,33 @@ class Unreachable(Exception):
 # ================================================================ statistics
 # This section stands alone (in: one page's included rows per (variant, commit, batch size); out:
 # each cell's numbers and each (variant, commit)'s headline): it can be replaced whole.
-# Cells version 3 (docs/method.md): the same numbers as benchhub_protocol.stats.page_stats, written
-# again here so that this script needs nothing from benchhub. Logs of each machine's value; the
-# typical machine is their geometric mean; a Student t interval Bonferroni-adjusted over every
-# interval of the page; an 80% t prediction interval for one more machine; verdicts from the
-# page-wise interval and the campaign's min_effect.
+# Cells version 4 (docs/method.md): the same numbers as benchhub_protocol.stats.page_stats, written
+# again here so that this script needs nothing from benchhub. A submission's estimate is the median
+# of its whole rotation cycles' ratios, with a standard error from the cycles; a machine (a key)
+# combines its submissions weighted by their cycles; a cell combines machines as a random-effects
+# meta-analysis: variances moderated towards the typical machine's, DerSimonian-Laird tau^2,
+# Hartung-Knapp intervals Bonferroni-adjusted over every interval of the page, a prediction for one
+# more machine running the campaign's stated cycles, and verdicts from all of these.
 
-VERDICTS = ("faster", "slower", "within", "unclear", "too few machines")
+VERDICTS = ("faster", "slower", "varies by machine", "within", "unclear", "too few machines")
 CONFIDENCE = 0.95
 INTERVAL_LABEL = "95%, page-wise"
 PREDICT_LEVEL = 0.8
+PREDICT_CYCLES = 3
 MIN_MACHINES = 3
 EFFECT_FLOOR = 0.001
+CLEAR_SHARE = 0.5
+PRIOR_DF = 4
+MIN_CYCLE_SD = 0.001
+EMPIRICAL_FROM = 20
+MIXTURE_POINTS = 200
+MEDIAN_VARIANCE_FACTOR = math.pi / 2
 PageKey = tuple[str, str, int]  # variant, commit, batch size
-# speedup, interval, ci_low, ci_high, predict_low, predict_high, predict_level, verdict
-Judged = tuple[float | None, str | None, float | None, float | None, float | None, float | None, float | None, str]
+# speedup, interval, ci_low, ci_high, predict_low, predict_high, predict_level, tau, i2, verdict
+Judged = tuple[
+    float | None, str | None, float | None, float | None, float | None, float | None, float | None,
+    float | None, float | None, str,
+]  # fmt: skip
 
 
 def median(values: Sequence[float]) -> float:
@@ -177,13 +191,74 @@ def t_quantile(p: float, df: int) -> float:
     return (low + high) / 2.0
 
 
+def normal_quantile(p: float) -> float:
+    """The p-quantile (p > 0.5) of the standard normal, by bisection on erfc."""
+    low, high = 0.0, 40.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        if 0.5 * math.erfc(middle / math.sqrt(2.0)) > 1.0 - p:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+def chi2_upper_tail(x: float, df: int) -> float:
+    """P(X > x), X chi-squared with df degrees of freedom: Q(df/2, x/2), series below a + 1, else a
+    continued fraction."""
+    a, z = df / 2.0, x / 2.0
+    if z <= 0.0:
+        return 1.0
+    front = math.exp(a * math.log(z) - z - math.lgamma(a))
+    if z < a + 1.0:
+        term = total = 1.0 / a
+        for n in range(1, 1000):
+            term *= z / (a + n)
+            total += term
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return max(0.0, 1.0 - front * total)
+    tiny = 1e-300
+    b = z + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    result = d
+    for n in range(1, 1000):
+        an = -n * (n - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        result *= d * c
+        if abs(d * c - 1.0) < 1e-16:
+            break
+    return front * result
+
+
+def information(n_cycles: int) -> float:
+    """What a median of n_cycles cycle ratios is worth in cycles."""
+    return n_cycles / (MEDIAN_VARIANCE_FACTOR if n_cycles >= 3 else 1.0)
+
+
 class Measured(NamedTuple):
-    """One included submission's numbers in one cell."""
+    """One included submission's numbers in one cell: its estimate over whole cycles."""
 
     machine: Any  # the signing key
     contributor: Any  # the handle
     speedup: float
     baseline_tg_tps: float
+    log_se: float
+    df: int
+    n_cycles: int
+
+
+class Machine(NamedTuple):
+    log_ratio: float
+    information: float
+    df: int
+    cycle_variance: float
 
 
 @dataclass(frozen=True)
@@ -197,6 +272,8 @@ class CellStats:
     predict_low: float | None
     predict_high: float | None
     predict_level: float | None
+    tau: float | None
+    i2: float | None
     verdict: str
     n_machines: int
     n_submissions: int
@@ -212,6 +289,8 @@ class HeadlineStats:
     predict_low: float | None
     predict_high: float | None
     predict_level: float | None
+    tau: float | None
+    i2: float | None
     verdict: str
     n_machines: int
 
@@ -226,88 +305,175 @@ def _usable(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
-def _log_summary(values: Sequence[float]) -> tuple[int, float, float, float]:
-    """n, center (the median), and the mean and sample sd of log(value / center)."""
-    center = median(values)
-    logs = [math.log(value / center) for value in values]
-    n = len(logs)
-    mean = math.fsum(logs) / n
-    sd = math.sqrt(math.fsum((value - mean) ** 2 for value in logs) / (n - 1)) if n > 1 else 0.0
-    return n, center, mean, sd
-
-
 def _geometric_mean(values: Sequence[float]) -> float:
-    _, center, mean, _ = _log_summary(values)
-    return center * math.exp(mean)
+    """Taken around the values' median, so that equal values give exactly that value back."""
+    if len(values) == 1:
+        return values[0]
+    centre = median(values)
+    return centre * math.exp(math.fsum(math.log(value / centre) for value in values) / len(values))
 
 
-def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
+def _machine(rows: Sequence[Measured]) -> Machine:
+    """A machine's submissions weighted by their cycles, their per-cycle variances pooled."""
+    if len(rows) == 1:
+        weight = information(rows[0].n_cycles)
+        variance = max(rows[0].log_se ** 2 * weight, MIN_CYCLE_SD**2)
+        return Machine(math.log(rows[0].speedup), weight, rows[0].df, variance)
+    weights = [information(row.n_cycles) for row in rows]
+    total = math.fsum(weights)
+    centre = math.fsum(w * math.log(row.speedup) for w, row in zip(weights, rows, strict=False)) / total
+    df = sum(row.df for row in rows)
+    variances = [max(row.log_se**2 * w, MIN_CYCLE_SD**2) for w, row in zip(weights, rows, strict=False)]
+    pooled = math.fsum(row.df * v for row, v in zip(rows, variances, strict=False)) / df if df > 0 else max(variances)
+    return Machine(centre, total, df, max(pooled, MIN_CYCLE_SD**2))
+
+
+def _mean_of_machines(values: Sequence[Machine]) -> Machine:
+    sd = math.fsum(math.sqrt(value.cycle_variance) for value in values) / len(values)
+    return Machine(
+        math.fsum(value.log_ratio for value in values) / len(values),
+        min(value.information for value in values),
+        min(value.df for value in values),
+        sd * sd,
+    )
+
+
+def _pool(machines: Sequence[Machine]) -> tuple[float, float, float, float, float, float, list[float]]:
+    """(mean, Hartung-Knapp se, tau^2, I^2, Cochran's Q, the typical per-cycle variance, each
+    machine's deviation from the mean)."""
+    k = len(machines)
+    centre = median([found.log_ratio for found in machines])
+    ys = [found.log_ratio - centre for found in machines]
+    typical = median([found.cycle_variance for found in machines])
+    variances = [
+        (PRIOR_DF * typical + found.df * found.cycle_variance) / (PRIOR_DF + found.df) / found.information
+        for found in machines
+    ]
+    weights = [1.0 / v for v in variances]
+    total = math.fsum(weights)
+    fixed = math.fsum(w * y for w, y in zip(weights, ys, strict=False)) / total
+    q = math.fsum(w * (y - fixed) ** 2 for w, y in zip(weights, ys, strict=False))
+    c = total - math.fsum(w * w for w in weights) / total
+    tau2 = max(0.0, (q - (k - 1)) / c) if k > 1 and c > 0 else 0.0
+    i2 = max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
+    star = [1.0 / (v + tau2) for v in variances]
+    total_star = math.fsum(star)
+    offset = math.fsum(w * y for w, y in zip(star, ys, strict=False)) / total_star
+    spread = math.fsum(w * (y - offset) ** 2 for w, y in zip(star, ys, strict=False)) / (k - 1) if k > 1 else 0.0
+    deviations = [y - offset for y in ys]
+    return centre + offset, math.sqrt(max(spread, 1.0) / total_star), tau2, i2, q, typical, deviations
+
+
+def _mixture_bounds(mean: float, tau: float, deviations: Sequence[float], noise: float) -> tuple[float, float]:
+    """The machines' deviations scaled to spread by tau, each blurred by a new machine's noise: the
+    PREDICT_LEVEL range of that mixture."""
+    spread = math.sqrt(math.fsum(d * d for d in deviations) / len(deviations))
+    scale = tau / spread if spread > 0 else 0.0
+    ordered = sorted(deviations)
+    if len(ordered) > MIXTURE_POINTS:
+        ordered = [ordered[int((i + 0.5) * len(ordered) / MIXTURE_POINTS)] for i in range(MIXTURE_POINTS)]
+    centres = [mean + scale * d for d in ordered]
+    sd = math.sqrt(noise)
+
+    def cdf(x: float) -> float:
+        return math.fsum(0.5 * math.erfc((c - x) / (sd * math.sqrt(2.0))) for c in centres) / len(centres)
+
+    def quantile(p: float) -> float:
+        low, high = min(centres) - 40 * sd, max(centres) + 40 * sd
+        for _ in range(60):
+            middle = (low + high) / 2
+            if cdf(middle) < p:
+                low = middle
+            else:
+                high = middle
+        return (low + high) / 2
+
+    return math.exp(quantile(0.5 - PREDICT_LEVEL / 2)), math.exp(quantile(0.5 + PREDICT_LEVEL / 2))
+
+
+def decide(
+    speedup: float, low: float, high: float, min_effect: float, predict: tuple[float, float], varies: bool
+) -> str:
     threshold = max(min_effect, EFFECT_FLOOR)
-    if low > 1.0 and speedup >= 1.0 + threshold:
+    if varies:
+        return "varies by machine"
+    clear = threshold * CLEAR_SHARE
+    if low > 1.0 + clear and speedup >= 1.0 + threshold and predict[0] >= 1.0 - threshold:
         return "faster"
-    if high < 1.0 and speedup <= 1.0 - threshold:
+    if high < 1.0 - clear and speedup <= 1.0 - threshold and predict[1] <= 1.0 + threshold:
         return "slower"
-    if low >= 1.0 - threshold and high <= 1.0 + threshold:
+    if all(1.0 - threshold <= bound <= 1.0 + threshold for bound in (low, high, *predict)):
         return "within"
     return "unclear"
 
 
-def _judge(summary: tuple[int, float, float, float] | None, n_tests: int, min_effect: float) -> Judged:
-    if summary is None:
-        return (None, None, None, None, None, None, None, "too few machines")
-    n, center, mean, sd = summary
-    speedup = center * math.exp(mean)
-    if n < MIN_MACHINES:
-        return (speedup, None, None, None, None, None, None, "too few machines")
-    half = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), n - 1) * sd / math.sqrt(n)
-    low, high = center * math.exp(mean - half), center * math.exp(mean + half)
-    spread = t_quantile(0.5 + PREDICT_LEVEL / 2, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)
-    predict = center * math.exp(mean - spread), center * math.exp(mean + spread)
-    verdict = decide(speedup, low, high, min_effect)
-    return (speedup, INTERVAL_LABEL, low, high, *predict, PREDICT_LEVEL, verdict)
+def _judge(machines: Sequence[Machine], n_tests: int, min_effect: float, cycles: int) -> Judged:
+    if not machines:
+        return (None, None, None, None, None, None, None, None, None, "too few machines")
+    mean, se, tau2, i2, q, typical, deviations = _pool(machines)
+    speedup = math.exp(mean)
+    k = len(machines)
+    if k < MIN_MACHINES:
+        return (speedup, None, None, None, None, None, None, None, None, "too few machines")
+    half = t_quantile(0.5 + (1.0 - (1.0 - CONFIDENCE) / n_tests) / 2, k - 1) * se
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    noise = typical / information(cycles) + se**2
+    if k >= EMPIRICAL_FROM and tau2 > 0:
+        predict = _mixture_bounds(mean, math.sqrt(tau2), deviations, noise)
+    else:
+        spread = normal_quantile(0.5 + PREDICT_LEVEL / 2) * math.sqrt(tau2 + noise)
+        predict = math.exp(mean - spread), math.exp(mean + spread)
+    threshold = max(min_effect, EFFECT_FLOOR)
+    reach = normal_quantile(0.5 + PREDICT_LEVEL / 2) * math.sqrt(tau2)
+    varies = (
+        math.exp(mean - reach) < 1.0 - threshold
+        and math.exp(mean + reach) > 1.0 + threshold
+        and chi2_upper_tail(q, k - 1) < (1.0 - CONFIDENCE) / n_tests
+    )
+    verdict = decide(speedup, low, high, min_effect, predict, varies)
+    return (speedup, INTERVAL_LABEL, low, high, *predict, PREDICT_LEVEL, math.sqrt(tau2), i2, verdict)
 
 
 def page_stats(
-    cells: Mapping[PageKey, Iterable[Measured]], *, headline_sizes: Sequence[int], min_effect: float
+    cells: Mapping[PageKey, Iterable[Measured]],
+    *,
+    headline_sizes: Sequence[int],
+    min_effect: float,
+    predict_cycles: int = PREDICT_CYCLES,
 ) -> PageStats:
     """Every cell of one page (campaign, chip, GPU cores, model file, backend; not the baseline's)
-    and each (variant, commit)'s headline: per machine the geometric mean over headline_sizes of
-    its values, machines missing one left out. One Bonferroni family: all that have an interval."""
-    values: dict[PageKey, dict[Any, float]] = {}
+    and each (variant, commit)'s headline: per machine the mean over headline_sizes of its logs,
+    machines missing one left out. One Bonferroni family: all that have an interval."""
+    values: dict[PageKey, dict[Any, Machine]] = {}
     baselines: dict[PageKey, list[float]] = {}
     counts: dict[PageKey, tuple[int, int]] = {}
     for key, rows in cells.items():
-        speedups: dict[Any, list[float]] = defaultdict(list)
-        bases: dict[Any, list[float]] = defaultdict(list)
-        handles = set()
+        by_machine: dict[Any, list[Measured]] = defaultdict(list)
         for row in rows:
-            if _usable(row.speedup) and _usable(row.baseline_tg_tps):
-                speedups[row.machine].append(row.speedup)
-                bases[row.machine].append(row.baseline_tg_tps)
-                handles.add(row.contributor)
-        values[key] = {machine: median(found) for machine, found in speedups.items()}
-        baselines[key] = [median(found) for found in bases.values()]
-        counts[key] = (sum(len(found) for found in speedups.values()), len(handles))
-    headline_values: dict[tuple[str, str], list[float]] = {}
+            if _usable(row.speedup) and _usable(row.baseline_tg_tps) and math.isfinite(row.log_se) and row.log_se >= 0:
+                by_machine[row.machine].append(row)
+        values[key] = {machine: _machine(found) for machine, found in by_machine.items()}
+        baselines[key] = [_geometric_mean([row.baseline_tg_tps for row in found]) for found in by_machine.values()]
+        handles = {row.contributor for found in by_machine.values() for row in found}
+        counts[key] = (sum(len(found) for found in by_machine.values()), len(handles))
+    headline_values: dict[tuple[str, str], list[Machine]] = {}
     for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells}):
         by_size = [values.get((variant, commit, size), {}) for size in headline_sizes]
         complete = set.intersection(*(set(found) for found in by_size)) if by_size else set()
         headline_values[(variant, commit)] = [
-            _geometric_mean([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)
+            _mean_of_machines([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)
         ]
-    cell_summaries = {key: _log_summary(list(found.values())) if found else None for key, found in values.items()}
-    headline_summaries = {key: _log_summary(found) if found else None for key, found in headline_values.items()}
-    summaries = [*cell_summaries.values(), *headline_summaries.values()]
-    n_tests = max(1, sum(1 for summary in summaries if summary and summary[0] >= MIN_MACHINES))
+    families = [*(list(found.values()) for found in values.values()), *headline_values.values()]
+    n_tests = max(1, sum(1 for machines in families if len(machines) >= MIN_MACHINES))
     out_cells = {}
-    for key, summary in cell_summaries.items():
-        judged = _judge(summary, n_tests, min_effect)
-        baseline = _geometric_mean(baselines[key]) if baselines[key] else None
+    for key, found in values.items():
+        judged = _judge(list(found.values()), n_tests, min_effect, predict_cycles)
+        baseline = _geometric_mean(baselines[key]) if found else None
         tg_tps = None if baseline is None or judged[0] is None else baseline * judged[0]
-        out_cells[key] = CellStats(baseline, tg_tps, *judged, summary[0] if summary else 0, *counts[key])
+        out_cells[key] = CellStats(baseline, tg_tps, *judged, len(found), *counts[key])
     out_headlines = {
-        pair: HeadlineStats(*_judge(summary, n_tests, min_effect), summary[0] if summary else 0)
-        for pair, summary in headline_summaries.items()
+        pair: HeadlineStats(*_judge(machines, n_tests, min_effect, predict_cycles), len(machines))
+        for pair, machines in headline_values.items()
     }
     return PageStats(out_cells, out_headlines)
 
@@ -405,6 +571,7 @@ class Rules:
     min_effect: float
     patched_backends: frozenset[str]
     headline_sizes: tuple[int, ...]
+    predict_cycles: int = PREDICT_CYCLES
 
 
 @dataclass(frozen=True)
@@ -533,7 +700,10 @@ def version_of(payload: Mapping[str, Any], versions: Sequence[Version]) -> Versi
 
 def campaign_rules(rules: Mapping[str, Any]) -> Rules:
     return Rules(
-        float(rules["min_effect"]), frozenset(rules["patched_backends"]), tuple(int(s) for s in rules["headline_sizes"])
+        float(rules["min_effect"]),
+        frozenset(rules["patched_backends"]),
+        tuple(int(s) for s in rules["headline_sizes"]),
+        int(rules.get("predict_cycles", PREDICT_CYCLES)),
     )
 
 
@@ -614,24 +784,76 @@ def nonstandard(payload: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool
     return sweep_differs(sweep, manifest["sweep"]) or env_differs(payload, manifest) or too_few_rounds(payload)
 
 
-def paired_rows(payload: Mapping[str, Any], baseline: str) -> dict[tuple[str, int], tuple[float, float]]:
-    """(variant, batch size) -> (ratio, baseline tg_tps), each the median over paired rounds; a row
-    counts only with at least two paired rounds (with fewer it is nonstandard: counted nowhere)."""
-    rounds: dict[int, dict[tuple[str, int], float]] = defaultdict(dict)  # rep -> (variant, batch) -> tg_tps
-    for run in payload["sweep"]["runs"]:  # a run that exited non-zero still gives the rows it has
-        for row in run["rows"]:
-            rounds[run["rep"]][run["variant"], row["batch_size"]] = row["tg_tps"]
-    paired: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
-    for measured in rounds.values():
-        for (variant, batch), tg in measured.items():
-            base = measured.get((baseline, batch))
-            if base is not None and tg > 0 and base > 0:
-                paired[variant, batch].append((tg / base, base))
-    return {
-        key: (median([ratio for ratio, _ in pairs]), median([base for _, base in pairs]))
-        for key, pairs in paired.items()
-        if len(pairs) >= 2
+def whole_cycles(runs: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...]]:
+    """The reps of each whole cycle: consecutive blocks of k rounds (k variants) in which every
+    variant ran once in every position (by `seq` within the round); other blocks are left out."""
+    variants = {run["variant"] for run in runs}
+    k = len(variants)
+    if k < 2:
+        return []
+    by_round: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for run in runs:
+        by_round[run["rep"]].append(run)
+    positions = {
+        (run["variant"], rep): index
+        for rep, members in by_round.items()
+        for index, run in enumerate(sorted(members, key=lambda member: member["seq"]))
     }
+    reps = sorted(by_round)
+    found = []
+    for start in range(0, len(reps) - k + 1, k):
+        block = tuple(reps[start : start + k])
+        complete = all((variant, rep) in positions for variant in variants for rep in block)
+        seen = {(variant, positions.get((variant, rep))) for variant in variants for rep in block}
+        if complete and seen == {(variant, position) for variant in variants for position in range(k)}:
+            found.append(block)
+    return found
+
+
+def _stdev(values: Sequence[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
+
+
+def paired_rows(
+    payload: Mapping[str, Any], baseline: str
+) -> dict[tuple[str, int], tuple[float, float, float, int, int]]:
+    """(variant, batch size) -> (ratio, baseline tg_tps, log_se, df, n_cycles): the ratio the median
+    of the whole cycles' ratios (each the geometric mean of its rounds'), its standard error from the
+    cycles, the baseline the median over the paired rounds. A row without a whole cycle, or with
+    fewer than two paired rounds, is nonstandard: counted nowhere."""
+    runs = payload["sweep"]["runs"]
+    speeds: dict[tuple[str, int, int], float] = {}  # (variant, rep, batch) -> tg_tps
+    for run in runs:  # a run that exited non-zero still gives the rows it has
+        for row in run["rows"]:
+            speeds[run["variant"], run["rep"], row["batch_size"]] = row["tg_tps"]
+    usable = {key: value for key, value in speeds.items() if math.isfinite(value) and value > 0}
+    cycles = whole_cycles(runs)
+    found = {}
+    for variant, batch in sorted({(variant, batch) for variant, _, batch in speeds}):
+        bases = [
+            speeds[baseline, rep, batch]
+            for (name, rep, size) in usable
+            if name == variant and size == batch and (baseline, rep, batch) in usable
+        ]
+        cycle_logs: list[float] = []
+        first_cycle: list[float] = []
+        for block in cycles:
+            pairs = [(usable.get((variant, rep, batch)), usable.get((baseline, rep, batch))) for rep in block]
+            if any(top is None or bottom is None for top, bottom in pairs):
+                continue
+            ratios = [math.log(top / bottom) for top, bottom in pairs]  # type: ignore[operator]
+            first_cycle = first_cycle or ratios
+            cycle_logs.append(math.fsum(ratios) / len(ratios))
+        if not cycle_logs or len(bases) < 2:
+            continue
+        m = len(cycle_logs)
+        if m >= 2:
+            log_se, df = _stdev(cycle_logs) / math.sqrt(information(m)), m - 1
+        else:
+            log_se, df = _stdev(first_cycle) / math.sqrt(len(first_cycle)), len(first_cycle) - 1
+        found[variant, batch] = (math.exp(median(cycle_logs)), median(bases), log_se, df, m)
+    return found
 
 
 def exclusion(submission: Submission, variant: str, baseline: str) -> str | None:
@@ -711,7 +933,7 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
             model["file_type"],
         )
         pending = snapshot.pending(submission.keyid)
-        for (variant, batch), (ratio, base) in paired_rows(payload, baseline).items():
+        for (variant, batch), (ratio, base, log_se, df, n_cycles) in paired_rows(payload, baseline).items():
             tally = page.setdefault((variant, commits[variant], batch), Tally(named))
             tally.first = min(tally.first, named)  # a file out of order: the earliest still names the model
             reason = reasons[variant]
@@ -720,7 +942,8 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
             elif pending:
                 tally.pending.add(submission.keyid)
             else:
-                tally.rows.append(Measured(submission.keyid, submission.contributor, ratio, base))
+                numbers = (ratio, base, log_se, df, n_cycles)
+                tally.rows.append(Measured(submission.keyid, submission.contributor, *numbers))
                 tally.first_counted = min(tally.first_counted or named, named)
     boards: dict[str, list[Row]] = {slug: [] for slug in snapshot.campaigns}
     for page_id in sorted(pages, key=lambda p: (p[0], p[1], -1 if p[2] is None else p[2], p[3], p[4], p[5])):
@@ -737,6 +960,7 @@ def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules, s
         {key: tally.rows for key, tally in tallies.items()},
         headline_sizes=rules.headline_sizes,
         min_effect=rules.min_effect,
+        predict_cycles=rules.predict_cycles,
     )
     rows = []
     for (variant, commit, batch), tally in sorted(tallies.items(), key=lambda item: (item[0][2], item[0])):
@@ -760,6 +984,8 @@ def page_rows(page_id: PageId, tallies: Mapping[PageKey, Tally], rules: Rules, s
                 "predict_low": numbers.predict_low,
                 "predict_high": numbers.predict_high,
                 "predict_level": numbers.predict_level,
+                "tau": numbers.tau,
+                "i2": numbers.i2,
                 "verdict": numbers.verdict,
                 "min_effect": rules.min_effect,
                 "campaign_version": campaign_version,

@@ -1,6 +1,6 @@
 """The measurements CSV: the JSON list's columns plus what a spreadsheet needs beside them (the
 model, the machine (its key: a machine is a key, as in every count of machines), the date, demo,
-degenerate output, and its cell's verdict, interval words, threshold and control flag), with floats
+degenerate output, and its cell's verdict, interval words, tau, i2, threshold and control flag), with floats
 rounded to what was measured."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from benchhub.results.models import GenerationCheck, LeaderboardCell, Measuremen
 
 # llama-batched-bench prints t/s with 2 decimals; a speedup is a ratio of two such numbers of ~10-300 t/s,
 # good to about 1e-4. More digits would be float noise (66.33500000000001).
-DECIMALS = {"tg_tps": 2, "baseline_tg_tps": 2, "speedup": 4}
+DECIMALS = {"tg_tps": 2, "baseline_tg_tps": 2, "speedup": 4, "log_se": 4, "tau": 4, "i2": 3}
 
 _MEASUREMENT_SOURCES = {
     "submission": "submission_id",
@@ -33,6 +33,8 @@ _EXTRA = (
     "degenerate",
     "verdict",
     "interval",
+    "tau",
+    "i2",
     "min_effect",
     "control",
     "campaign_version",
@@ -63,6 +65,8 @@ def csv_rows(measurements: QuerySet[Measurement]) -> QuerySet[Measurement]:
         degenerate=Exists(GenerationCheck.objects.filter(variant=OuterRef("variant"), degenerate=True)),
         verdict=Subquery(cell.values("verdict")[:1]),
         interval=Subquery(cell.values("interval")[:1]),
+        tau=Subquery(cell.values("tau")[:1]),
+        i2=Subquery(cell.values("i2")[:1]),
         min_effect=Subquery(cell.values("min_effect")[:1]),
         control=Subquery(cell.values("control")[:1]),
         superseded=Subquery(cell.values("superseded")[:1]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from benchhub_protocol import stats
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
@@ -85,9 +86,11 @@ class MeasurementSerializer(serializers.ModelSerializer[Measurement]):
             "commit",
             "batch_size",
             "n_rounds",
+            "n_cycles",
             "tg_tps",
             "baseline_tg_tps",
             "speedup",
+            "log_se",
             "correctness_status",
             "excluded_reason",
         )
@@ -208,7 +211,7 @@ class ExcludedSerializer(serializers.Serializer[Any]):
     run_state = serializers.IntegerField(help_text="on battery, low power mode or thermal pressure")
 
 
-# What each row field is (docs/protocol.md section 7, cells version 3): the OpenAPI document says it beside the field.
+# What each row field is (docs/protocol.md section 5.1, cells version 4): the OpenAPI document says it beside the field.
 ROW_HELP = {
     "chip": "the chip as the machines report it",
     "gpu_cores": "GPU core count; null off Apple GPUs",
@@ -220,12 +223,17 @@ ROW_HELP = {
     "batch_size": "decode batch size",
     "baseline_tg_tps": "the typical machine's baseline decode t/s",
     "tg_tps": "baseline_tg_tps x speedup, so the three numbers shown always agree",
-    "speedup": "estimate of the typical machine's ratio variant / baseline (round-paired within a submission)",
+    "speedup": "estimate of the typical machine's ratio variant / baseline (a submission's over whole rotation "
+    "cycles, machines combined as studies with random effects)",
     "ci_low": "lower end of the interval named by `interval`",
     "ci_high": "upper end of the interval named by `interval`",
     "predict_low": "lower end of where one more machine of this chip is expected to fall, at predict_level",
     "predict_high": "upper end of where one more machine of this chip is expected to fall, at predict_level",
     "predict_level": "share of machines the prediction range is meant to hold, e.g. 0.8; null with none",
+    "tau": "spread of the true effects between machines: the standard deviation of their log ratios "
+    "(random effects, DerSimonian-Laird); null below 3 machines",
+    "i2": "share of the machines' spread that is between machines rather than measurement noise (I^2, 0 to 1); "
+    "null below 3 machines",
     "min_effect": "the campaign's smallest effect worth reporting, as a fraction (0.02: 2%)",
     "n_machines": "machines counted: a machine is a registered key, however many submissions it sent",
     "n_submissions": "submissions counted",
@@ -240,7 +248,7 @@ ROW_HELP = {
 
 
 class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
-    """One cell (docs/protocol.md section 7, cells version 3)."""
+    """One cell (docs/protocol.md section 5.1, cells version 4)."""
 
     excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
     interval = serializers.CharField(
@@ -250,11 +258,12 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
         "claimed); null where there is none (docs/method.md)",
     )
     verdict = serializers.ChoiceField(
-        choices=["faster", "slower", "within", "unclear", "too few machines"],
-        help_text="faster/slower: a change of at least min_effect the evidence shows; within: the evidence bounds "
-        'the change inside ±min_effect (pages write "within ±2%"); unclear: neither, with enough machines; '
-        "too few machines: below the method's minimum. On one chip page identical code shows any faster or "
-        "slower with probability at most 5%",
+        choices=list(stats.VERDICTS),
+        help_text="faster/slower: a change of at least min_effect the evidence shows, on which the machines agree; "
+        "varies by machine: the machines' true changes spread beyond ±min_effect on both sides (see the "
+        "prediction range); within: the interval and the prediction range both lie inside ±min_effect (pages "
+        'write "within ±2%"); unclear: none of these, with enough machines; too few machines: below the '
+        "method's minimum. On one chip page identical code shows any faster or slower with probability at most 5%",
     )
 
     class Meta:
@@ -277,6 +286,8 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
             "predict_low",
             "predict_high",
             "predict_level",
+            "tau",
+            "i2",
             "verdict",
             "min_effect",
             "campaign_version",

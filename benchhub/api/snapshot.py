@@ -28,9 +28,10 @@ from django.utils import timezone
 
 from benchhub.accounts.models import Contributor
 from benchhub.results.campaigns import campaign_rules, headline_sizes
+from benchhub.results.cells import predict_cycles
 from benchhub.results.models import Campaign, Submission
 
-CELLS_VERSION = 3
+CELLS_VERSION = 4
 CHUNK = 1000
 INDEX = "index.json"
 PREFIX = "benchhub-snapshot-"
@@ -50,6 +51,7 @@ def rules(definition: dict[str, Any]) -> dict[str, Any]:
         "plausible_ratio": list(found.plausible_ratio),
         "patched_backends": sorted(found.patched_backends),
         "headline_sizes": headline_sizes(definition),
+        "predict_cycles": predict_cycles(definition),
     }
 
 

@@ -127,10 +127,12 @@ class LeaderboardView(APIView):
         responses=serializers.LeaderboardSerializer,
         description=(
             "One row per cell (chip, gpu_cores, model file, backend, variant, commit, batch_size), docs/protocol.md "
-            "section 7 (cells version 3): a submission's speedup is the median over its rounds of the round-paired "
-            "ratio; a machine is a registered key, and its value the median of its submissions'; speedup estimates the "
-            "typical machine's ratio, and tg_tps = baseline_tg_tps x speedup. interval names [ci_low, ci_high] in "
-            "words, [predict_low, predict_high] is where one more machine is expected at predict_level, and verdict "
+            "section 7 (cells version 4): a submission's speedup is the median of its whole rotation cycles' ratios, "
+            "with its own standard error; a machine is a registered key, its value its submissions combined; machines "
+            "are combined as studies (random effects): speedup estimates the typical machine's ratio, tau the spread "
+            "of true ratios between machines and i2 the share of the spread that is theirs, and tg_tps = "
+            "baseline_tg_tps x speedup. interval names [ci_low, ci_high] in words, [predict_low, predict_high] is "
+            "where one more machine running the campaign's default sweep is expected at predict_level, and verdict "
             "is judged against min_effect. Rows with control true ran on a backend the patches do not touch (an A/A "
             "control). Without `model`, the cells of every model of the campaign. "
             "While cells keep changing the board is served as last rendered for at most "

@@ -2,10 +2,10 @@
 
 All cells a submission touches share its campaign, chip, GPU core count, model file and backend:
 a "group", which is also one chip page, the family whose verdicts are controlled together. A
-refresh, under the group's lock, has the database reduce every measurement of the group to a few
-sums per cell (group_sums.py), judges them with benchhub_protocol.stats.judge_page, replaces the
-group's cells and marks the submissions it took in as refreshed. Idempotent: running it twice, or
-after a crash, gives the same cells.
+refresh, under the group's lock, has the database tally the group's measurements and hand back
+the counted ones (group_sums.py), judges them with benchhub_protocol.stats.judge_page (machines
+combined as studies, cells v4), replaces the group's cells and marks the submissions it took in
+as refreshed. Idempotent: running it twice, or after a crash, gives the same cells.
 """
 
 from __future__ import annotations
@@ -100,6 +100,12 @@ def probation_since() -> datetime | None:
     return timezone.now() - timedelta(seconds=probation) if probation > 0 else None
 
 
+def predict_cycles(definition: dict[str, Any]) -> int:
+    """The run length, in whole cycles, that a cell's prediction is stated for: the campaign's
+    `sweep.cycles`, else stats.PREDICT_CYCLES."""
+    return int(definition.get("sweep", {}).get("cycles") or stats.PREDICT_CYCLES)
+
+
 def compute_cells(
     group: Group, held: bool, name: tuple[str, str] | None = None
 ) -> tuple[list[LeaderboardCell], list[Headline]]:
@@ -114,7 +120,7 @@ def compute_cells(
     control = group.backend not in rules.patched_backends
     sizes = list(headline_sizes(definition))
     found = group_sums.group_sums(group.filter(), held=held, on_probation_since=probation_since(), headline_sizes=sizes)
-    page = stats.judge_page(found.page, min_effect=rules.min_effect)
+    page = stats.judge_page(found.page, min_effect=rules.min_effect, predict_cycles=predict_cycles(definition))
     # The model claim of the submission naming each cell, read once per naming submission.
     names = {
         pk: (label or name, quant)

@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from benchhub_protocol import cycles
 from django.db import transaction
 
 from benchhub.results import flags, storage
@@ -56,7 +57,8 @@ def measurement_rows(
     submission: Submission, payload: dict[str, Any], variants: Mapping[str, SubmissionVariant]
 ) -> list[Measurement]:
     """Unsaved rows, one per variant and batch size with at least one paired round; `variants` are
-    the submission's stored variants by name."""
+    the submission's stored variants by name. The speedup is the estimate over whole cycles
+    (cycles.submission_estimates, as the agent prints it); a row without a whole cycle counts nowhere."""
     statuses: dict[str, list[str]] = defaultdict(list)
     for check in payload["correctness"]:
         statuses[check["variant"]].append(check["status"])
@@ -65,9 +67,18 @@ def measurement_rows(
         if check["degenerate"]:
             degenerate[check["variant"]].add(check["prompt_id"])
     baseline = payload["variants"][0]["name"]
+    estimates = cycles.submission_estimates(payload["sweep"]["runs"], baseline)
     rows = []
     for (name, batch_size), numbers in sorted(flags.paired_numbers(payload).items()):
         correctness = correctness_status(statuses[name])
+        found = estimates.get((name, batch_size))
+        reason = exclusion(
+            submission,
+            correctness,
+            set() if name == baseline else degenerate[name],
+            degenerate[baseline],
+            numbers.n_rounds,
+        )
         rows.append(
             Measurement(
                 submission=submission,
@@ -87,15 +98,12 @@ def measurement_rows(
                 n_rounds=numbers.n_rounds,
                 tg_tps=numbers.tg_tps,
                 baseline_tg_tps=numbers.baseline_tg_tps,
-                speedup=numbers.speedup,
+                speedup=found.ratio if found else None,
+                log_se=found.log_se if found else None,
+                se_df=found.df if found else None,
+                n_cycles=found.n_cycles if found else None,
                 correctness_status=correctness,
-                excluded_reason=exclusion(
-                    submission,
-                    correctness,
-                    set() if name == baseline else degenerate[name],
-                    degenerate[baseline],
-                    numbers.n_rounds,
-                ),
+                excluded_reason=reason if found else Excluded.NONSTANDARD.value,
             )
         )
     return rows

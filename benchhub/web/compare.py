@@ -97,7 +97,7 @@ def cell_text(c: CellRow) -> str:
     parts = [
         pair_text(c.baseline_tg_tps, c.tg_tps, c.speedup, c.verdict),
         interval_note(c.interval, c.ci_low, c.ci_high, c.n_machines),
-        prediction_note(c.predict_low, c.predict_high, c.predict_level),
+        prediction_note(c.predict_low, c.predict_high, c.predict_level, c.tau, c.i2),
         c.verdict_text,
         pending_note(c.n_pending),
     ]

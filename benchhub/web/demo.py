@@ -23,7 +23,7 @@ from benchhub.web.wheel import agent_version
 
 CAMPAIGN = "mv-ext-iquants"
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
-REPS = 4  # interleaved rounds per demo run
+REPS = 6  # interleaved rounds per demo run: two whole cycles of three variants
 NPP, NTG, N_CTX = 128, 64, 4096
 EPOCH = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 
@@ -136,8 +136,8 @@ def _variants(campaign: Campaign) -> list[dict[str, Any]]:
 
 
 def _runs(chip: DemoChip, model: DemoModel, names: list[str], rng: random.Random) -> list[dict[str, Any]]:
-    """Four interleaved rounds: what a quiet machine needs for every cell's round-paired ratio to be
-    within ±1% (what the agent keeps adding rounds for)."""
+    """Two whole rotation cycles of interleaved rounds: what a quiet machine needs for every cell's
+    estimate to be within ±1%."""
 
     def rows(name: str, rep: int) -> list[dict[str, Any]]:
         measured = []

@@ -64,6 +64,8 @@ class CellRow(NamedTuple):
     min_effect: float = 0.02
     control: bool = False
     n_pending: int = 0
+    tau: float | None = None
+    i2: float | None = None
 
     @property
     def verdict_text(self) -> str:
@@ -152,7 +154,7 @@ def cell_view(cell: CellRow | None, batch_size: int) -> CellView:
         return CellView(batch_size, "pending" if pending else "excluded", (*pending, *excluded), "excluded")
     notes = (
         interval_note(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines),
-        prediction_note(cell.predict_low, cell.predict_high, cell.predict_level),
+        prediction_note(cell.predict_low, cell.predict_high, cell.predict_level, cell.tau, cell.i2),
         cell.verdict_text,
     )
     text = pair_text(cell.baseline_tg_tps, cell.tg_tps, cell.speedup, cell.verdict)

@@ -56,6 +56,8 @@ class HeadlineRow(NamedTuple):
     predict_low: float | None = None
     predict_high: float | None = None
     predict_level: float | None = None
+    tau: float | None = None
+    i2: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class LineFigure:
     predict_low: float | None = None
     predict_high: float | None = None
     predict_level: float | None = None
+    tau: float | None = None
+    i2: float | None = None
 
     @property
     def text(self) -> str:
@@ -90,7 +94,7 @@ class LineFigure:
 
     @property
     def prediction(self) -> str:
-        return prediction_note(self.predict_low, self.predict_high, self.predict_level)
+        return prediction_note(self.predict_low, self.predict_high, self.predict_level, self.tau, self.i2)
 
 
 def headline(points: Iterable[tuple[int, float]]) -> LineFigure | None:
@@ -115,6 +119,8 @@ def stored_headline(row: HeadlineRow | None) -> LineFigure | None:
         row.predict_low,
         row.predict_high,
         row.predict_level,
+        row.tau,
+        row.i2,
     )
 
 

@@ -1,11 +1,12 @@
-"""The words and numbers a reader sees for a cell or a headline (docs/protocol.md section 7, cells
-version 3), in one place for the pages: the verdict words, the effect and range formats, the
+"""The words and numbers a reader sees for a cell or a headline (docs/protocol.md section 5.1, cells
+version 4), in one place for the pages: the verdict words, the effect and range formats, the
 interval's and the prediction's labels, and the ranking's order by evidence. The rules themselves
 are the shared package's (benchhub_protocol.stats and .markdown), so the agent, the Markdown export
 and the pages print the same."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from benchhub_protocol import markdown, stats
@@ -13,6 +14,7 @@ from benchhub_protocol import markdown, stats
 from benchhub.results.campaigns import backend_name
 
 FASTER, SLOWER, WITHIN, UNCLEAR, TOO_FEW = "faster", "slower", "within", "unclear", "too few machines"
+VARIES = "varies by machine"  # the machines' own changes spread beyond ±min_effect on both sides
 DIRECTIONAL = (FASTER, SLOWER)
 RANGE = "range"  # the interval word for the lowest to the highest machine: no confidence claimed
 
@@ -61,12 +63,25 @@ def interval_note(interval: str | None, low: float | None, high: float | None, n
     return f"{interval} interval for the typical machine: {format_interval(low, high)}, {machines}"
 
 
-def prediction_note(low: float | None, high: float | None, level: float | None) -> str:
-    """Where one more machine of the chip is expected to fall: "what your Mac will likely see:
-    80% of machines +3% to +9%"; empty when there is no prediction."""
+def prediction_note(
+    low: float | None, high: float | None, level: float | None, tau: float | None = None, i2: float | None = None
+) -> str:
+    """Where one more machine of the chip is expected to fall, with how much the machines' own changes
+    differ: "what your Mac will likely see: 80% of machines +3% to +9% (machines differ by ±1.2%,
+    I² 40%)"; empty when there is no prediction."""
     if low is None or high is None or not level:
         return ""
-    return f"what your Mac will likely see: {round(level * 100):g}% of machines {format_interval(low, high)}"
+    text = f"what your Mac will likely see: {round(level * 100):g}% of machines {format_interval(low, high)}"
+    spread = spread_note(tau, i2)
+    return f"{text} ({spread})" if spread else text
+
+
+def spread_note(tau: float | None, i2: float | None) -> str:
+    """How much the machines' true changes differ (tau, a log-scale sd, printed as a percent) and the
+    share of the spread seen that is theirs rather than measurement noise (I²)."""
+    if tau is None or i2 is None:
+        return ""
+    return f"machines differ by ±{100 * math.expm1(tau):.1f}%, I² {100 * i2:.0f}%"
 
 
 def pending_note(n_pending: int) -> str:
@@ -76,8 +91,10 @@ def pending_note(n_pending: int) -> str:
 def threshold_note(min_effect: float) -> str:
     """Shown once near each table: what the verdicts are measured against."""
     return (
-        f"Verdicts: “faster” or “slower” is a change of at least {percent(min_effect)} that the evidence shows; "
-        f"“within ±{percent(min_effect)}” is a change the evidence bounds inside ±{percent(min_effect)}."
+        f"Verdicts: “faster” or “slower” is a change of at least {percent(min_effect)} that the evidence shows "
+        f"and the machines agree on; “varies by machine” means some machines gain and others lose more than "
+        f"{percent(min_effect)}; “within ±{percent(min_effect)}” is a change the evidence bounds inside "
+        f"±{percent(min_effect)} for the typical machine and for new ones."
     )
 
 

@@ -64,47 +64,33 @@ def whole_cycles(runs: Sequence[dict[str, Any]]) -> list[tuple[int, ...]]:
     return found
 
 
-def _speeds(runs: Sequence[dict[str, Any]], batch_size: int) -> dict[tuple[str, int], float]:
-    return {
-        (run["variant"], run["rep"]): row["tg_tps"]
-        for run in runs
-        for row in run["rows"]
-        if row["batch_size"] == batch_size
-    }
+def _speeds(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, int, int], float]:
+    """tg_tps by (variant, rep, batch size)."""
+    return {(run["variant"], run["rep"], row["batch_size"]): row["tg_tps"] for run in runs for row in run["rows"]}
 
 
-def submission_estimate(
-    runs: Sequence[dict[str, Any]], variant: str, baseline: str, batch_size: int
-) -> SubmissionEstimate | None:
-    """The submission's estimate in the cell (variant, batch_size); None without a whole cycle in
-    which both variants have a positive, finite rate in every round."""
-    speeds = _speeds(runs, batch_size)
+def information(n_cycles: int) -> float:
+    """What a median of n_cycles cycle ratios is worth in cycles: its variance is the per-cycle
+    variance divided by this (n for n <= 2, where the median is the mean; n / (pi/2) beyond)."""
+    return n_cycles / (MEDIAN_VARIANCE_FACTOR if n_cycles >= 3 else 1.0)
 
-    def usable(name: str, rep: int) -> bool:
-        value = speeds.get((name, rep))
-        return value is not None and math.isfinite(value) and value > 0
 
-    cycle_logs: list[float] = []
-    round_logs: list[list[float]] = []
-    for block in whole_cycles(runs):
-        if not all(usable(variant, rep) and usable(baseline, rep) for rep in block):
-            continue
-        logs = [math.log(speeds[(variant, rep)] / speeds[(baseline, rep)]) for rep in block]
-        round_logs.append(logs)
-        cycle_logs.append(statistics.fmean(logs))
-    if not cycle_logs:
-        return None
+def _stdev(values: Sequence[float]) -> float:
+    """The sample standard deviation in floats (statistics.stdev is exact in fractions, and slow)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
+
+
+def _estimate(cycle_logs: list[float], first_cycle: list[float]) -> SubmissionEstimate:
     m = len(cycle_logs)
     centre = statistics.median(cycle_logs)
     if m >= 2:
-        factor = MEDIAN_VARIANCE_FACTOR if m >= 3 else 1.0
-        log_se: float | None = math.sqrt(factor) * statistics.stdev(cycle_logs) / math.sqrt(m)
+        log_se: float | None = _stdev(cycle_logs) / math.sqrt(information(m))
         df = m - 1
     else:
         # One cycle: the spread of its rounds (position effects included, so it errs wide).
-        logs = round_logs[0]
-        log_se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) >= 2 else None
-        df = len(logs) - 1
+        log_se = _stdev(first_cycle) / math.sqrt(len(first_cycle)) if len(first_cycle) >= 2 else None
+        df = len(first_cycle) - 1
     return SubmissionEstimate(
         ratio=math.exp(centre),
         log_se=log_se,
@@ -112,3 +98,39 @@ def submission_estimate(
         n_cycles=m,
         cycle_ratios=tuple(math.exp(value) for value in cycle_logs),
     )
+
+
+def submission_estimates(runs: Sequence[dict[str, Any]], baseline: str) -> dict[tuple[str, int], SubmissionEstimate]:
+    """Every cell's estimate, by (variant, batch size), the baseline's own included (ratio 1): the
+    runs read once. A cell without a whole cycle in which both sides have a positive, finite rate in
+    every round is left out."""
+    speeds = {key: value for key, value in _speeds(runs).items() if _usable(value)}
+    cycles = whole_cycles(runs)
+    cells = sorted({(variant, size) for variant, _, size in _speeds(runs)})
+    found = {}
+    for variant, size in cells:
+        cycle_logs: list[float] = []
+        first_cycle: list[float] = []
+        for block in cycles:
+            pairs = [(speeds.get((variant, rep, size)), speeds.get((baseline, rep, size))) for rep in block]
+            if any(top is None or bottom is None for top, bottom in pairs):
+                continue
+            ratios = [math.log(top / bottom) for top, bottom in pairs]  # type: ignore[operator]
+            first_cycle = first_cycle or ratios
+            cycle_logs.append(math.fsum(ratios) / len(ratios))
+        if cycle_logs:
+            found[(variant, size)] = _estimate(cycle_logs, first_cycle)
+    return found
+
+
+def _usable(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def submission_estimate(
+    runs: Sequence[dict[str, Any]], variant: str, baseline: str, batch_size: int
+) -> SubmissionEstimate | None:
+    """The submission's estimate in the cell (variant, batch_size); None without a whole cycle in
+    which both variants have a positive, finite rate in every round."""
+    relevant = [{**run, "rows": [row for row in run["rows"] if row["batch_size"] == batch_size]} for run in runs]
+    return submission_estimates(relevant, baseline).get((variant, batch_size))

@@ -53,11 +53,15 @@ def sweep_row(batch_size: int, tg_tps: float, pp_tps: float, *, npp: int = 128, 
 
 
 def interleaved_runs(names: Sequence[str], reps: int, rows: Rows) -> list[dict[str, Any]]:
-    """The runs as the agent orders them: A B C, then C B A, and so on; `rows` is called in the
-    order of execution, so a caller's random numbers come out the same way every time."""
+    """The runs as the agent orders them: rotations in whole cycles (A B C, B C A, C A B), then the
+    rotations of the mirror (C B A, B A C, A C B), and so on: every cycle of len(names) rounds runs
+    each variant once in each position (docs/protocol.md, cells v4). `rows` is called in the order
+    of execution, so a caller's random numbers come out the same way every time."""
     runs: list[dict[str, Any]] = []
     for rep in range(1, reps + 1):
-        for name in names if rep % 2 else list(reversed(names)):
+        block, shift = divmod(rep - 1, len(names))
+        order = list(names) if block % 2 == 0 else list(reversed(names))
+        for name in order[shift:] + order[:shift]:
             runs.append({"variant": name, "rep": rep, "seq": len(runs) + 1, "exit_code": 0, "rows": rows(name, rep)})
     return runs
 

@@ -1,15 +1,19 @@
-"""Pure statistics for the leaderboard (no ORM, no Django): docs/protocol.md section 7, cells version 3.
+"""Pure statistics for the leaderboard (no ORM, no Django): docs/protocol.md section 5.1, cells version 4.
 
-Inside one submission, rounds pair a variant with its baseline: the submission's speedup at a
-batch size is the median over rounds of (variant / baseline in the same round). A machine is a
-signing key; its value in a cell is the median of its submissions'. Across machines everything is
-done on logs, because the noise and the effects are multiplicative:
+A submission's estimate in a cell is over whole rotation cycles, with its own standard error
+(benchhub_protocol.cycles). A machine is a signing key; it combines its submissions, and a cell
+combines its machines as a meta-analysis combines studies (benchhub_protocol.meta), on logs,
+because the noise and the effects are multiplicative:
 
-- `speedup` is the geometric mean of the machines' values (the typical machine's ratio);
-- [`ci_low`, `ci_high`] is a Student t interval for it, Bonferroni-adjusted over every interval of
-  the page (cells of every variant and the headlines), so that all of them hold at once with 95%;
-- [`predict_low`, `predict_high`] is an 80% t prediction interval for one more machine;
-- the verdict follows the page-wise interval and the smallest effect worth reporting.
+- `speedup` is the typical machine's ratio (the random-effects mean), `tau` the spread of true
+  effects between machines and `i2` the share of the machines' spread that is between them;
+- [`ci_low`, `ci_high`] is a Hartung-Knapp interval for the typical machine, Bonferroni-adjusted
+  over every interval of the page (cells of every variant and the headlines), so that all of them
+  hold at once with 95%;
+- [`predict_low`, `predict_high`] is where one more machine running the stated number of cycles
+  falls with probability `predict_level`;
+- the verdict follows the page-wise interval, the spread between machines and the smallest effect
+  worth reporting.
 
 docs/method.md gives the reasons and `python -m bench validity` the simulation that checks them.
 """
@@ -20,30 +24,43 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
-VERDICTS = ("faster", "slower", "within", "unclear", "too few machines")
+from benchhub_protocol import meta
+from benchhub_protocol.distributions import normal_quantile, t_quantile
+
+__all__ = ["t_quantile"]  # the agent's page-wise intervals (rounds.py) read it from here
+
+VERDICTS = ("faster", "slower", "varies by machine", "within", "unclear", "too few machines")
 CONFIDENCE = 0.95  # page-wise: every interval of a page holds at once with this probability
 INTERVAL_LABEL = "95%, page-wise"
 PREDICT_LEVEL = 0.8  # where one more machine falls, per cell
+# The run length the prediction is stated for, in whole cycles, where a campaign states none
+# (its manifest's sweep.cycles).
+PREDICT_CYCLES = 3
 # Below 3 machines a t interval has one degree of freedom and an adjusted quantile in the hundreds.
 MIN_MACHINES = 3
 # A verdict needs an effect that prints as non-zero (format_change shows one decimal under 1%),
 # whatever a campaign sets as its min_effect.
 EFFECT_FLOOR = 0.001
+# "faster" needs the page-wise interval clear of this share of the smallest effect (and "slower" alike).
+CLEAR_SHARE = 0.5
 
 ABOUT_VERDICTS = (
     "Each cell compares a patched build with the baseline on the same machine, and its number is "
-    "the typical machine's change: the geometric mean over machines, where a machine is one signing key. "
+    "the typical machine's change: machines are combined as the studies of a meta-analysis, each weighted "
+    "by its own precision, where a machine is one signing key. "
     "The interval beside it is 95% page-wise: all the intervals on one chip page hold together 95% of "
     'the time, so identical code shows a "faster" or "slower" somewhere on the page at most 5% of the time. '
-    '"faster" or "slower" means that interval excludes no change and the change itself is at least the '
-    'campaign\'s smallest effect worth reporting (2% unless the campaign says otherwise); "within ±2%" means '
-    "the whole interval lies inside that threshold, so any change is too small to matter. "
-    '"unclear" means neither holds yet and more machines would settle it, and "too few machines" means '
+    '"faster" or "slower" means that interval excludes no change, the change itself is at least the '
+    "campaign's smallest effect worth reporting (2% unless the campaign says otherwise), and the machines "
+    'agree on it; "varies by machine" means the machines\' own changes differ so much that some gain and '
+    'others lose more than that threshold; "within ±2%" means both the interval and the range of new '
+    "machines lie inside that threshold, so no machine is likely to see a change that matters. "
+    '"unclear" means none of these holds yet and more machines would settle it, and "too few machines" means '
     "fewer than 3 machines, too few for an interval at all. "
     'The range labelled "what your Mac will likely see" is another thing: it is where 80% of new machines '
-    "of that chip will land, wider than the interval because machines differ from one another."
+    "of that chip will land, running the campaign's default sweep, wider than the interval because "
+    "machines differ from one another and each measures with its own noise."
 )
 
 
@@ -90,76 +107,21 @@ def _usable(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
-# --- Student t quantiles, from the regularized incomplete beta function (no SciPy on either side).
-
-
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 500):
-        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-        for numerator in (even, odd):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return result
-
-
-def _beta_regularized(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_fraction(a, b, x) / a
-    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
-
-
-def t_upper_tail(t: float, df: int) -> float:
-    """P(T > t) for Student's t with df degrees of freedom, t >= 0."""
-    return 0.5 * _beta_regularized(df / 2.0, 0.5, df / (df + t * t))
-
-
-@lru_cache(maxsize=4096)
-def t_quantile(p: float, df: int) -> float:
-    """The p-quantile of Student's t (p > 0.5), by bisection on the upper tail to double precision."""
-    if not 0.5 < p < 1.0 or df < 1:
-        raise ValueError("t_quantile takes 0.5 < p < 1 and df >= 1")
-    tail = 1.0 - p
-    low, high = 0.0, 1.0
-    while t_upper_tail(high, df) > tail:
-        high *= 2.0
-    for _ in range(200):
-        middle = (low + high) / 2.0
-        if middle in (low, high):
-            break
-        if t_upper_tail(middle, df) > tail:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2.0
-
-
 # --- Cells, headlines and the page.
 
 
 @dataclass(frozen=True)
 class Row:
-    """What a cell reads of one submission: whose machine it ran on and its paired numbers."""
+    """What a cell reads of one submission: whose machine it ran on and its estimate over whole
+    cycles (cycles.submission_estimate)."""
 
     machine: Hashable  # the signing key: a machine is a key
     contributor: Hashable  # the handle
-    speedup: float
+    speedup: float  # the median of its cycles' ratios
     baseline_tg_tps: float
+    log_se: float  # standard error of log(speedup)
+    df: int
+    n_cycles: int
 
 
 @dataclass(frozen=True)
@@ -173,6 +135,8 @@ class CellStats:
     predict_low: float | None
     predict_high: float | None
     predict_level: float | None
+    tau: float | None
+    i2: float | None
     verdict: str
     n_machines: int
     n_submissions: int
@@ -188,6 +152,8 @@ class HeadlineStats:
     predict_low: float | None
     predict_high: float | None
     predict_level: float | None
+    tau: float | None
+    i2: float | None
     verdict: str
     n_machines: int
 
@@ -198,75 +164,43 @@ class PageStats:
     headlines: dict[tuple[str, str], HeadlineStats]  # key (variant, commit)
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """The logs of the machines' values, summarised: what the intervals are built from. The logs are
-    taken relative to `center` (their median), so that equal values give exactly that value back."""
-
-    n: int
-    center: float
-    mean: float  # mean of log(value / center): center * exp(mean) is the geometric mean
-    sd: float  # their sample standard deviation (0 for one machine)
-
-    def back(self, log_offset: float) -> float:
-        return self.center * math.exp(self.mean + log_offset)
-
-
-@dataclass(frozen=True)
-class LogSums:
-    """Machines' values reduced to what an Estimate needs, so that a database can do the reduction:
-    their count, their median (`center`), and the sum and the sum of squares of log(value / center)."""
-
-    n: int
-    center: float
-    log_sum: float
-    log_square_sum: float
-
-
-def log_sums(values: Sequence[float]) -> LogSums:
-    center = median(values)
-    logs = [math.log(value / center) for value in values]
-    return LogSums(len(logs), center, math.fsum(logs), math.fsum(value * value for value in logs))
-
-
-def estimate_from_sums(sums: LogSums) -> Estimate:
-    """The Estimate of values summarised by `sums`; the one place an Estimate is built."""
-    n = sums.n
-    mean = sums.log_sum / n
-    # The squared deviations from the mean; logs around their median keep the subtraction exact enough.
-    deviations = max(sums.log_square_sum - sums.log_sum * mean, 0.0)
-    sd = math.sqrt(deviations / (n - 1)) if n > 1 else 0.0
-    return Estimate(n, sums.center, mean, sd)
-
-
-def estimate(values: Sequence[float]) -> Estimate:
-    return estimate_from_sums(log_sums(values))
-
-
-def confidence_bounds(found: Estimate, n_tests: int) -> tuple[float, float]:
-    """Two-sided t interval of the geometric mean at level 1 - (1 - CONFIDENCE) / n_tests (Bonferroni)."""
-    quantile = t_quantile(1.0 - (1.0 - CONFIDENCE) / (2 * n_tests), found.n - 1)
-    half = quantile * found.sd / math.sqrt(found.n)
-    return found.back(-half), found.back(half)
-
-
-def prediction_bounds(found: Estimate) -> tuple[float, float]:
-    """Where one more machine's value falls with probability PREDICT_LEVEL (t prediction interval)."""
-    quantile = t_quantile(0.5 + PREDICT_LEVEL / 2, found.n - 1)
-    half = quantile * found.sd * math.sqrt(1.0 + 1.0 / found.n)
-    return found.back(-half), found.back(half)
-
-
-def decide(speedup: float, low: float, high: float, min_effect: float) -> str:
-    """The verdict from the page-wise interval [low, high] and the estimate itself."""
+def decide(
+    speedup: float,
+    low: float,
+    high: float,
+    min_effect: float,
+    *,
+    predict: tuple[float, float] | None = None,
+    varies: bool = False,
+) -> str:
+    """The verdict from the page-wise interval [low, high], the estimate itself, the prediction
+    range and whether the machines' true effects spread beyond the threshold on both sides."""
     threshold = max(min_effect, EFFECT_FLOOR)
-    if low > 1.0 and speedup >= 1.0 + threshold:
+    if varies:
+        return "varies by machine"
+    # Clear of half the threshold, not of no change: a true change of half the smallest effect then
+    # reads "faster" on at most 5% of pages, whatever the number of machines.
+    clear = threshold * CLEAR_SHARE
+    # Machines that may see the opposite change beyond the threshold do not agree on a direction.
+    agree_up = predict is None or predict[0] >= 1.0 - threshold
+    agree_down = predict is None or predict[1] <= 1.0 + threshold
+    if low > 1.0 + clear and speedup >= 1.0 + threshold and agree_up:
         return "faster"
-    if high < 1.0 and speedup <= 1.0 - threshold:
+    if high < 1.0 - clear and speedup <= 1.0 - threshold and agree_down:
         return "slower"
-    if low >= 1.0 - threshold and high <= 1.0 + threshold:
+    inside = [low, high] if predict is None else [low, high, *predict]
+    if all(1.0 - threshold <= bound <= 1.0 + threshold for bound in inside):
         return "within"
     return "unclear"
+
+
+def spread_beyond(found: meta.Pooled, min_effect: float, n_tests: int) -> bool:
+    """Whether the machines disagree beyond the threshold: the range of PREDICT_LEVEL of their true
+    effects reaches past it on both sides, and Cochran's Q shows they differ at all (page-wise)."""
+    threshold = max(min_effect, EFFECT_FLOOR)
+    half = normal_quantile(0.5 + PREDICT_LEVEL / 2) * found.tau
+    reaches = math.exp(found.mean - half) < 1.0 - threshold and math.exp(found.mean + half) > 1.0 + threshold
+    return reaches and found.heterogeneity_p() < (1.0 - CONFIDENCE) / n_tests
 
 
 @dataclass(frozen=True)
@@ -278,31 +212,33 @@ class _Judged:
     predict_low: float | None
     predict_high: float | None
     predict_level: float | None
+    tau: float | None
+    i2: float | None
     verdict: str
 
 
-def _judge(found: Estimate | None, n_tests: int, min_effect: float) -> _Judged:
-    if found is None:
-        return _Judged(None, None, None, None, None, None, None, "too few machines")
-    speedup = found.back(0.0)
-    if found.n < MIN_MACHINES:
-        return _Judged(speedup, None, None, None, None, None, None, "too few machines")
-    low, high = confidence_bounds(found, n_tests)
-    predict_low, predict_high = prediction_bounds(found)
-    return _Judged(
+def _judge(machines: Sequence[meta.Machine], n_tests: int, min_effect: float, predict_cycles: int) -> _Judged:
+    if not machines:
+        return _Judged(None, None, None, None, None, None, None, None, None, "too few machines")
+    found = meta.pool(machines)
+    speedup = math.exp(found.mean)
+    if found.k < MIN_MACHINES:
+        return _Judged(speedup, None, None, None, None, None, None, None, None, "too few machines")
+    low, high = (math.exp(bound) for bound in meta.confidence_bounds(found, 1.0 - (1.0 - CONFIDENCE) / n_tests))
+    predict_low, predict_high = (
+        math.exp(bound) for bound in meta.prediction_bounds(found, PREDICT_LEVEL, predict_cycles)
+    )
+    verdict = decide(
         speedup,
-        INTERVAL_LABEL,
         low,
         high,
-        predict_low,
-        predict_high,
-        PREDICT_LEVEL,
-        decide(speedup, low, high, min_effect),
+        min_effect,
+        predict=(predict_low, predict_high),
+        varies=spread_beyond(found, min_effect, n_tests),
     )
-
-
-def _geometric_mean(values: Sequence[float]) -> float:
-    return estimate(values).back(0.0)
+    return _Judged(
+        speedup, INTERVAL_LABEL, low, high, predict_low, predict_high, PREDICT_LEVEL, found.tau, found.i2, verdict
+    )
 
 
 CellKey = tuple[str, str, int]  # (variant, commit, batch_size)
@@ -313,72 +249,76 @@ HeadlineKey = tuple[str, str]  # (variant, commit)
 class CellSummary:
     """One cell's counted rows reduced to what judging it needs."""
 
-    machines: LogSums | None  # each machine's value (the median of its speedups); None without one
-    baseline_tg_tps: float | None  # the geometric mean of the machines' baselines (each its median)
+    machines: tuple[meta.Machine, ...]  # each machine's value, in the order of their keys
+    baseline_tg_tps: float | None  # the geometric mean of the machines' baselines (each its geometric mean)
     n_submissions: int
     n_contributors: int
 
 
 @dataclass(frozen=True)
 class PageSummary:
-    """A page's rows reduced: what `judge_page` takes, from `summarise_page` or from a database."""
+    """A page's rows reduced: what `judge_page` takes."""
 
     cells: dict[CellKey, CellSummary]
-    # Over the machines with a value at every headline size, each machine's geometric mean of them.
-    headlines: dict[HeadlineKey, LogSums | None]
+    # Over the machines with a value at every headline size, each machine's mean over them.
+    headlines: dict[HeadlineKey, tuple[meta.Machine, ...]]
+
+
+def _usable_row(row: Row) -> bool:
+    return _usable(row.speedup) and _usable(row.baseline_tg_tps) and math.isfinite(row.log_se) and row.log_se >= 0
+
+
+def _geometric_mean(values: Sequence[float]) -> float:
+    """Taken around the values' median, so that equal values give exactly that value back."""
+    if len(values) == 1:
+        return values[0]
+    centre = median(values)
+    return centre * math.exp(math.fsum(math.log(value / centre) for value in values) / len(values))
 
 
 def summarise_page(cells: Mapping[CellKey, Iterable[Row]], *, headline_sizes: Sequence[int]) -> PageSummary:
-    """Every cell's rows reduced to its summary, and each (variant, commit)'s headline values."""
-    machine_values: dict[CellKey, dict[Hashable, float]] = {}
+    """Every cell's rows reduced to its machines, and each (variant, commit)'s headline machines."""
+    machine_values: dict[CellKey, dict[Hashable, meta.Machine]] = {}
     summaries: dict[CellKey, CellSummary] = {}
     for key, rows in cells.items():
-        speedups: dict[Hashable, list[float]] = defaultdict(list)
-        baseline_by_machine: dict[Hashable, list[float]] = defaultdict(list)
-        contributors = set()
-        n_submissions = 0
+        by_machine: dict[Hashable, list[Row]] = defaultdict(list)
         for row in rows:
-            if not (_usable(row.speedup) and _usable(row.baseline_tg_tps)):
-                continue  # never reached through ingest's bounds; a stored oddity must not poison the cell
-            speedups[row.machine].append(row.speedup)
-            baseline_by_machine[row.machine].append(row.baseline_tg_tps)
-            contributors.add(row.contributor)
-            n_submissions += 1
-        machine_values[key] = {machine: median(values) for machine, values in speedups.items()}
-        baselines = [median(values) for values in baseline_by_machine.values()]
+            if _usable_row(row):  # never otherwise through ingest; a stored oddity must not poison the cell
+                by_machine[row.machine].append(row)
+        machine_values[key] = {
+            machine: meta.machine(
+                [meta.Submitted(math.log(row.speedup), row.log_se, row.df, row.n_cycles) for row in found]
+            )
+            for machine, found in sorted(by_machine.items(), key=lambda item: repr(item[0]))
+        }
+        baselines = [_geometric_mean([row.baseline_tg_tps for row in found]) for found in by_machine.values()]
         summaries[key] = CellSummary(
-            machines=log_sums(list(machine_values[key].values())) if machine_values[key] else None,
+            machines=tuple(machine_values[key].values()),
             baseline_tg_tps=_geometric_mean(baselines) if baselines else None,
-            n_submissions=n_submissions,
-            n_contributors=len(contributors),
+            n_submissions=sum(len(found) for found in by_machine.values()),
+            n_contributors=len({row.contributor for found in by_machine.values() for row in found}),
         )
 
-    headlines: dict[HeadlineKey, LogSums | None] = {}
+    headlines: dict[HeadlineKey, tuple[meta.Machine, ...]] = {}
     for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells}):
         by_size = [machine_values.get((variant, commit, size), {}) for size in headline_sizes]
         # A machine missing one of the sizes is left out: its mean would be over other sizes.
         complete = set.intersection(*(set(values) for values in by_size)) if by_size else set()
-        values = [_geometric_mean([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)]
-        headlines[(variant, commit)] = log_sums(values) if values else None
+        headlines[(variant, commit)] = tuple(
+            meta.mean_of_machines([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)
+        )
     return PageSummary(summaries, headlines)
 
 
-def judge_page(page: PageSummary, *, min_effect: float) -> PageStats:
+def judge_page(page: PageSummary, *, min_effect: float, predict_cycles: int = PREDICT_CYCLES) -> PageStats:
     """Every cell's and headline's interval, prediction and verdict, with one Bonferroni family:
     every cell and headline of the page that has an interval."""
-    cell_estimates = {
-        key: estimate_from_sums(found.machines) if found.machines else None for key, found in page.cells.items()
-    }
-    headline_estimates = {key: estimate_from_sums(found) if found else None for key, found in page.headlines.items()}
-    n_tests = sum(
-        1 for found in (*cell_estimates.values(), *headline_estimates.values()) if found and found.n >= MIN_MACHINES
-    )
-    n_tests = max(n_tests, 1)
+    families = [found.machines for found in page.cells.values()] + list(page.headlines.values())
+    n_tests = max(sum(1 for machines in families if len(machines) >= MIN_MACHINES), 1)
 
     found_cells = {}
-    for key, found in cell_estimates.items():
-        judged = _judge(found, n_tests, min_effect)
-        summary = page.cells[key]
+    for key, summary in page.cells.items():
+        judged = _judge(summary.machines, n_tests, min_effect, predict_cycles)
         baseline = summary.baseline_tg_tps
         found_cells[key] = CellStats(
             baseline_tg_tps=baseline,
@@ -390,14 +330,16 @@ def judge_page(page: PageSummary, *, min_effect: float) -> PageStats:
             predict_low=judged.predict_low,
             predict_high=judged.predict_high,
             predict_level=judged.predict_level,
+            tau=judged.tau,
+            i2=judged.i2,
             verdict=judged.verdict,
-            n_machines=found.n if found else 0,
+            n_machines=len(summary.machines),
             n_submissions=summary.n_submissions,
             n_contributors=summary.n_contributors,
         )
     headlines = {}
-    for pair, found in headline_estimates.items():
-        judged = _judge(found, n_tests, min_effect)
+    for pair, machines in page.headlines.items():
+        judged = _judge(machines, n_tests, min_effect, predict_cycles)
         headlines[pair] = HeadlineStats(
             speedup=judged.speedup,
             interval=judged.interval,
@@ -406,18 +348,25 @@ def judge_page(page: PageSummary, *, min_effect: float) -> PageStats:
             predict_low=judged.predict_low,
             predict_high=judged.predict_high,
             predict_level=judged.predict_level,
+            tau=judged.tau,
+            i2=judged.i2,
             verdict=judged.verdict,
-            n_machines=found.n if found else 0,
+            n_machines=len(machines),
         )
     return PageStats(found_cells, headlines)
 
 
 def page_stats(
-    cells: Mapping[CellKey, Iterable[Row]], *, headline_sizes: Sequence[int], min_effect: float
+    cells: Mapping[CellKey, Iterable[Row]],
+    *,
+    headline_sizes: Sequence[int],
+    min_effect: float,
+    predict_cycles: int = PREDICT_CYCLES,
 ) -> PageStats:
     """Every cell of one page (one campaign, chip, GPU cores, model file and backend; the baseline's
     cells are not passed) and each (variant, commit)'s headline: the rows summarised, then judged."""
-    return judge_page(summarise_page(cells, headline_sizes=headline_sizes), min_effect=min_effect)
+    summary = summarise_page(cells, headline_sizes=headline_sizes)
+    return judge_page(summary, min_effect=min_effect, predict_cycles=predict_cycles)
 
 
 def verdict_label(verdict: str, min_effect: float) -> str:
@@ -429,13 +378,20 @@ def verdict_label(verdict: str, min_effect: float) -> str:
     return f"within ±{text}%"
 
 
-_EVIDENCE_ORDER = {"faster": 0, "unclear": 1, "within": 2, "slower": 3, "too few machines": 4}
+_EVIDENCE_ORDER = {
+    "faster": 0,
+    "unclear": 1,
+    "varies by machine": 2,
+    "within": 3,
+    "slower": 4,
+    "too few machines": 5,
+}
 
 
 def evidence_key(h: HeadlineStats) -> tuple[int, float, int]:
     """Sort key (ascending) for the ranking, by what the data support: established gains first,
-    then unclear, within and slower lines, lines without an interval last; inside each group the
-    higher lower bound of the page-wise interval first (the gain the data guarantee, not the point
-    estimate), then more machines."""
+    then unclear lines, lines whose machines disagree, within and slower lines, lines without an
+    interval last; inside each group the higher lower bound of the page-wise interval first (the
+    gain the data guarantee, not the point estimate), then more machines."""
     bound = -math.log(h.ci_low) if h.ci_low is not None else math.inf
     return (_EVIDENCE_ORDER.get(h.verdict, len(_EVIDENCE_ORDER)), bound, -h.n_machines)

@@ -80,7 +80,8 @@ def test_one_key_claiming_23_memory_sizes_is_one_machine(attacker: Attacker, hon
     after = board(attacker)
     m5 = [key for key in after if key[0] == "Apple M5 Pro"]
     assert {after[key][1] for key in m5} == {6}, "still six machines"
-    assert {after[key][0] for key in m5} <= {"within", "unclear"}, "never faster"
+    # One machine at +30% among five at none: never "faster"; the cell may say the machines disagree.
+    assert {after[key][0] for key in m5} <= {"within", "unclear", "varies by machine"}, "never faster"
     assert {key: value[:2] for key, value in before.items() if key[0] == "Apple M1"} == {
         key: value[:2] for key, value in after.items() if key[0] == "Apple M1"
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchhub_protocol import envelope, payloads, rounds, schema
+from benchhub_protocol import cycles, envelope, payloads, rounds, schema
 
 VARIANTS = [{"name": name, "commit": "0" * 40, "patches": [], "env": {}} for name in ("upstream", "01", "01+02")]
 MODEL = {
@@ -38,7 +38,8 @@ def test_it_builds_a_submission_the_schema_accepts() -> None:
 def test_it_interleaves_the_runs_as_the_agent_does() -> None:
     runs = build()["sweep"]["runs"]
     order = [(run["rep"], run["variant"]) for run in runs]
-    assert order[:6] == [(1, "upstream"), (1, "01"), (1, "01+02"), (2, "01+02"), (2, "01"), (2, "upstream")]
+    assert order[:6] == [(1, "upstream"), (1, "01"), (1, "01+02"), (2, "01"), (2, "01+02"), (2, "upstream")]
+    assert cycles.whole_cycles(runs) == [(1, 2, 3)], "rounds 1-3 are a cycle; round 4 starts the next"
     assert [run["seq"] for run in runs] == list(range(1, 13))
     assert rounds.round_ratios(runs, "01", "upstream", 4)[0] == (142.01 / 100.01)
 

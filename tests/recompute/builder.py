@@ -1,5 +1,5 @@
 """Snapshots built in the test: signed envelopes, written as gzipped JSON lines in the format of
-/api/v1/snapshot/ (cells v3), and the standalone script loaded from its file."""
+/api/v1/snapshot/ (cells v4), and the standalone script loaded from its file."""
 
 from __future__ import annotations
 
@@ -116,6 +116,7 @@ class SnapshotBuilder:
             "plausible_ratio": [0.3333, 3.0],
             "patched_backends": ["metal"],
             "headline_sizes": [2, 3, 4, 5, 8],
+            "predict_cycles": 3,
         }
 
     def add(
@@ -167,7 +168,7 @@ class SnapshotBuilder:
         header = {
             "kind": "snapshot",
             "generated_at": GENERATED.isoformat(),
-            "cells_version": 3,
+            "cells_version": 4,
             "key_probation_s": self.probation_s,
         }
         campaigns = [{"kind": "campaign", "manifest": m, "rules": self.rules} for m in self.manifests]

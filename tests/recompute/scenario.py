@@ -43,8 +43,8 @@ CUDA = {
 
 def _payload(rng: random.Random, index: int) -> dict[str, Any]:
     baseline = rng.choice([100.0, 100.0, 120.0, 80.5])  # equal values on purpose
-    ratios = [rng.choice([1.0, 1.25, 1.5, 1.5, 0.9]) for _ in range(3)]
-    rounds = rng.choice([2, 2, 3])
+    ratios = [rng.choice([1.0, 1.25, 1.5, 1.5, 0.9]) for _ in range(4)]
+    rounds = rng.choice([3, 3, 4])  # one whole cycle of the three variants; a fourth round starts another
     sizes = (1, 2, 4, 8)
     tg = {
         "upstream": {bs: [baseline + index * 0.01 + r for r in range(rounds)] for bs in sizes},

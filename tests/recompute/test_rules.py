@@ -50,6 +50,8 @@ def random_page(rng: random.Random) -> dict[tuple[str, str, int], list[Any]]:
                     f"handle{rng.randrange(4)}",
                     effect * rng.lognormvariate(0, 0.02),
                     rng.uniform(50, 150),
+                    rng.choice([0.0, 0.003, 0.02 * rng.random()]),
+                    *rng.choice([(1, 1), (2, 1), (1, 2), (4, 5)]),
                 )
                 for _ in range(rng.choice([0, 1, 2, 3, 5, 12]))
             ]
@@ -86,9 +88,10 @@ def test_a_machine_is_a_key_whatever_hardware_it_claims() -> None:
     snap.add("ada", payload(ratio_tg(2.0, base=50)), key="ada-machine-1")  # ada's second machine
     snap.add("bob", payload(ratio_tg(1.1, base=80)))
     cell = snap.cell()
-    # machine values: median(1.0, 1.4) = 1.2, 2.0, 1.1; baselines 110, 50, 80 (geometric means over machines)
-    assert cell["speedup"] == pytest.approx((1.2 * 2.0 * 1.1) ** (1 / 3), rel=1e-12)
-    assert cell["baseline_tg_tps"] == pytest.approx((110 * 50 * 80) ** (1 / 3), rel=1e-12)
+    # machine values: the mean of logs of 1.0 and 1.4, 2.0, 1.1; their spread dwarfs their noise, so the
+    # machines weigh alike; baselines: the geometric means of 100 and 120, 50, 80
+    assert cell["speedup"] == pytest.approx((1.4**0.5 * 2.0 * 1.1) ** (1 / 3), rel=1e-3)
+    assert cell["baseline_tg_tps"] == pytest.approx((12000**0.5 * 50 * 80) ** (1 / 3), rel=1e-12)
     assert cell["tg_tps"] == pytest.approx(cell["baseline_tg_tps"] * cell["speedup"], rel=1e-12)
     assert (cell["n_machines"], cell["n_submissions"], cell["n_contributors"]) == (3, 4, 2)
     assert cell["interval"] == "95%, page-wise" and cell["predict_level"] == 0.8
@@ -149,14 +152,15 @@ def test_a_key_on_probation_is_pending_not_counted() -> None:
 # ------------------------------------------------------------------ rounds
 
 
-def test_the_ratio_is_the_median_of_round_ratios_not_the_ratio_of_medians() -> None:
+def test_the_ratio_is_over_whole_cycles_not_the_ratio_of_medians() -> None:
     snap = SnapshotBuilder()
     snap.add("ada", payload({"upstream": {1: [100, 200, 100]}, "01": {1: [150, 220, 90]}}))
     cell = snap.cell()
-    # rounds: 150/100 = 1.5, 220/200 = 1.1, 90/100 = 0.9 -> 1.1; medians 150 / 100 would say 1.5.
-    assert cell["speedup"] == pytest.approx(1.1)
+    # rounds 1 and 2 are a whole cycle (A B, B A): 150/100 and 220/200, their geometric mean; round 3
+    # starts a cycle it never finishes. Medians 150 / 100 would say 1.5.
+    assert cell["speedup"] == pytest.approx((1.5 * 1.1) ** 0.5)
     assert cell["baseline_tg_tps"] == pytest.approx(100, rel=1e-12)
-    assert cell["tg_tps"] == pytest.approx(110)
+    assert cell["tg_tps"] == pytest.approx(100 * (1.5 * 1.1) ** 0.5)
     assert (cell["interval"], cell["ci_low"], cell["ci_high"], cell["n_machines"]) == (None, None, None, 1)
 
 
@@ -185,7 +189,8 @@ def test_a_row_needs_two_paired_rounds_and_a_failed_run_keeps_its_rows() -> None
     snap.add("ada", body)
     snap.add("bob", single)
     cell = snap.cell("01", 1)
-    assert (cell["speedup"], cell["n_submissions"]) == (pytest.approx(1.25), 1)  # rounds 1.2 and 1.3; 500 unpaired
+    # one whole cycle, rounds 1.2 and 1.3; 500 is unpaired, and bob's one paired round makes no cycle
+    assert (cell["speedup"], cell["n_submissions"]) == (pytest.approx((1.2 * 1.3) ** 0.5), 1)
     assert snap.cell("01", 4)["n_machines"] == 2
     assert snap.cell("upstream", 1)["n_machines"] == 2
 
@@ -274,6 +279,8 @@ def test_an_excluded_only_cell_exists_with_no_numbers() -> None:
         "predict_low": None,
         "predict_high": None,
         "predict_level": None,
+        "tau": None,
+        "i2": None,
         "verdict": "too few machines",
         "min_effect": 0.02,
         "campaign_version": 1,

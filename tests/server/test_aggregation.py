@@ -48,19 +48,24 @@ def ratio_run(baseline: float, ratio: float) -> dict[str, dict[int, list[float]]
     return {"upstream": {4: [baseline, baseline]}, "01": {4: [baseline * ratio, baseline * ratio]}}
 
 
-def test_it_pairs_rounds_and_takes_the_median_of_their_ratios(api: Api, ada: envelope.Signer) -> None:
-    # Rounds 1-3 ratios 1.5, 1.0, 2.0: the median of ratios is 1.5; the ratio of medians would be 200/100 = 2.0.
-    tg = {"upstream": {4: [100, 200, 50]}, "01": {4: [150, 200, 100]}}
+def test_it_takes_the_median_over_whole_cycles_of_the_cycles_ratios(api: Api, ada: envelope.Signer) -> None:
+    # Two variants: a cycle is two rounds. Cycles of ratios (1.5, 1.0), (2.0, 2.0), (1.1, 1.1) and a
+    # fifth round that starts a cycle it never finished: the cycles' geometric means are 1.2247, 2.0 and
+    # 1.1, their median 1.2247; the rounds' median would be 1.5.
+    tg = {"upstream": {4: [100, 200, 50, 50, 100, 100, 100]}, "01": {4: [150, 200, 100, 100, 110, 110, 900]}}
     submission = submit_and_refresh(api, ada, tg=tg)
     measurement = Measurement.objects.get(submission=submission, variant_name="01", batch_size=4)
-    assert (measurement.n_rounds, measurement.speedup, measurement.tg_tps, measurement.baseline_tg_tps) == (
-        3,
-        1.5,
-        150,
-        100,
-    )
+    assert (measurement.n_rounds, measurement.n_cycles, measurement.se_df) == (7, 3, 2)
+    assert measurement.speedup == pytest.approx(1.5**0.5)
     result = cell("01", 4)
-    assert (result.speedup, result.baseline_tg_tps, result.tg_tps) == pytest.approx((1.5, 100, 150))
+    assert result.speedup == pytest.approx(1.5**0.5) and result.baseline_tg_tps == pytest.approx(100)
+
+
+def test_a_submission_without_a_whole_cycle_counts_nowhere(api: Api, ada: envelope.Signer) -> None:
+    tg = {name: {4: [100.0, 100.0]} for name in ("upstream", "01", "01+02")}  # A B C, C B A: B never moved
+    submission = submit_and_refresh(api, ada, tg=tg)
+    measurement = Measurement.objects.get(submission=submission, variant_name="01", batch_size=4)
+    assert (measurement.speedup, measurement.excluded_reason) == (None, Measurement.Excluded.NONSTANDARD)
 
 
 def test_it_counts_machines_not_submissions(api: Api, ada: envelope.Signer, bob: envelope.Signer) -> None:
@@ -70,7 +75,7 @@ def test_it_counts_machines_not_submissions(api: Api, ada: envelope.Signer, bob:
     submit_and_refresh(api, api.another_machine(bob, "bob", 1), tg=ratio_run(100, 1.2))
     result = cell("01", 4)
     assert (result.n_machines, result.n_submissions, result.n_contributors) == (3, 7, 2)
-    assert result.speedup == pytest.approx((2.0 * 1.1 * 1.2) ** (1 / 3)), "the typical machine: a geometric mean"
+    assert result.speedup == pytest.approx((2.0 * 1.1 * 1.2) ** (1 / 3)), "equal machines weigh alike"
     assert result.tg_tps == pytest.approx(result.baseline_tg_tps * result.speedup)
 
 

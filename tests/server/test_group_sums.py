@@ -1,6 +1,6 @@
-"""The refresh reduces a group's rows in SQL (results/group_sums.py) and judges them with
-stats.judge_page; here its cells and headlines must equal stats.page_stats on the same rows read
-into Python, within 1e-9 relative, on random groups with every rule in play: even machine counts and
+"""The refresh tallies a group's rows in SQL (results/group_sums.py) and judges the counted ones with
+stats; here its cells and headlines must equal stats.page_stats on the same rows read into Python
+row by row, within 1e-9 relative, on random groups with every rule in play: even machine counts and
 ties, keys on probation, held submissions, every exclusion, non-standard rows, odd numbers, and
 machines missing a headline size."""
 
@@ -94,6 +94,9 @@ def random_group(template: Submission, group: cells.Group, sizes: list[int], rng
                         tg_tps=None,
                         baseline_tg_tps=odd_number(rng, 100.0),
                         speedup=odd_number(rng, 1.0 if name == "upstream" else 1.3),
+                        log_se=None if rng.random() < 0.01 else rng.choice([0.0, 0.004, 0.01 * rng.random()]),
+                        se_df=rng.choice([1, 2, 5]),
+                        n_cycles=rng.choice([1, 2, 3, 6]),
                         correctness_status="pass",
                         excluded_reason=reason if rng.random() < 0.97 else rng.choice(REASONS),
                     )
@@ -131,8 +134,9 @@ def python_cells(group: cells.Group, held: bool) -> tuple[dict[Any, dict[str, An
             tally["excluded"][reason] += 1
         elif row.key.created_at > since:
             tally["pending"].add(row.key_id)
-        elif row.speedup is not None and row.baseline_tg_tps is not None:
-            page[key].append(stats.Row(row.key_id, row.contributor_id, row.speedup, row.baseline_tg_tps))
+        elif row.speedup is not None and row.baseline_tg_tps is not None and row.log_se is not None:
+            numbers = (row.speedup, row.baseline_tg_tps, row.log_se, row.se_df, row.n_cycles)
+            page[key].append(stats.Row(row.key_id, row.contributor_id, *numbers))
             counted = True
         arrival = (not counted, submission.received_at, submission.pk)
         if tally["first"] is None or arrival < tally["first"]:

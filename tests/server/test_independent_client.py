@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 from typing import Any
 
@@ -149,8 +150,9 @@ def test_it_serves_a_client_that_knows_only_the_protocol(client: Client, campaig
     cells.refresh_submission_cells(created.json()["id"])  # what the Celery worker does after the commit
     board = client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants", "chip": "Apple M3", "variant": "01"})
     [row] = board.json()["rows"]
-    speedup = (180 / 120 + 186 / 122) / 2  # the median of the two rounds' paired ratios
+    speedup = math.sqrt(180 / 120 * 186 / 122)  # one whole cycle: the geometric mean of its two rounds' ratios
     assert row["baseline_tg_tps"] == pytest.approx(121.0) and row["speedup"] == pytest.approx(speedup)
     assert row["tg_tps"] == pytest.approx(121 * speedup)
     assert (row["interval"], row["ci_low"], row["ci_high"], row["verdict"]) == (None, None, None, "too few machines")
+    assert (row["tau"], row["i2"]) == (None, None)
     assert (row["n_machines"], row["n_submissions"], row["n_contributors"]) == (1, 1, 1)

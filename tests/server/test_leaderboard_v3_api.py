@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 PROTOCOL_ROW_FIELDS = [
     *("chip", "gpu_cores", "model", "model_sha256", "quant", "variant", "commit", "batch_size"),
     *("baseline_tg_tps", "tg_tps", "speedup", "interval", "ci_low", "ci_high"),
-    *("predict_low", "predict_high", "predict_level", "verdict", "min_effect"),
+    *("predict_low", "predict_high", "predict_level", "tau", "i2", "verdict", "min_effect"),
     *("n_machines", "n_submissions", "n_contributors", "n_pending", "excluded"),
 ]
 EXCLUDED_REASONS = [
@@ -49,10 +49,11 @@ def test_the_openapi_document_says_what_each_row_field_is(client: Client, campai
     assert list(row) == [*PROTOCOL_ROW_FIELDS, "backend", "control"]
     assert [name for name, field in row.items() if not field.get("description")] == []
     verdicts = schema["components"]["schemas"]["VerdictEnum"]["enum"]
-    assert verdicts == ["faster", "slower", "within", "unclear", "too few machines"]
+    assert verdicts == ["faster", "slower", "varies by machine", "within", "unclear", "too few machines"]
     assert "within ±2%" in row["verdict"]["description"]
     assert "page-wise" in row["interval"]["description"]
     assert "a machine is a registered key" in row["n_machines"]["description"]
+    assert "between machines" in row["tau"]["description"] and "I^2" in row["i2"]["description"]
 
 
 def test_the_csv_names_each_rows_machine_commit_and_backend_with_its_own_cells_verdict(

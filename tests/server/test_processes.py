@@ -207,7 +207,7 @@ def test_it_loses_no_submission_when_the_worker_is_killed_mid_refresh(stack: Sta
     count, chips = 40, 8  # refreshes are queued per cell group: eight groups, eight refreshes to interrupt
     for n in range(count):
         tg = {
-            name: {size: [100.0 + n + shift, 101.0 + n + shift] for size in sizes}
+            name: {size: [100.0 + n + shift, 101.0 + n + shift, 100.5 + n + shift] for size in sizes}  # a cycle
             for name, shift in (("upstream", 0), ("01", 40), ("01+02", 60))
         }
         payload = build_payload(tg=tg, machine={"chip": f"Apple M{n % chips + 1} Max"})

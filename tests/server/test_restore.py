@@ -49,7 +49,8 @@ for slug, recomputed in boards.items():
     rows[slug] = live
     seen, bad, lines = rc.compare(slug, recomputed, live)
     total, differ, found = total + seen, differ + bad, found + lines
-states = {{s["id"]: [s["status"], s["state"], s["state_reason"]] for s in client.get("/api/v1/submissions/", {{"page_size": 500}}).json()["results"]}}
+listed = client.get("/api/v1/submissions/", {{"page_size": 500}}).json()["results"]
+states = {{s["id"]: [s["status"], s["state"], s["state_reason"]] for s in listed}}
 print(json.dumps({{"cells": total, "differ": differ, "lines": found[:20], "failures": snapshot.failures,
                   "rows": rows, "states": states}}))
 """

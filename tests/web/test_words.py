@@ -71,6 +71,24 @@ def test_a_cell_labels_its_interval_its_prediction_and_its_pending_machines() ->
     assert (waiting.text, waiting.details[0]) == ("pending", "1 machine pending")
 
 
+def test_a_cell_whose_machines_disagree_says_so_and_how_much() -> None:
+    cell = Cell("Apple M4", 10, "IQ2_XXS", "01", 4, 100, 100.5, 1.005, 0.98, 1.03, n_submissions=20)._replace(
+        interval="95%, page-wise",
+        verdict="varies by machine",
+        predict_low=0.95,
+        predict_high=1.06,
+        predict_level=0.8,
+        tau=0.0392,
+        i2=0.87,
+    )
+    view = cell_view(cell, 4)
+    assert view.details[1:3] == (
+        "what your Mac will likely see: 80% of machines −5% to +6% (machines differ by ±4.0%, I² 87%)",
+        "varies by machine",
+    )
+    assert words.VARIES == "varies by machine" and "varies by machine" in words.threshold_note(0.02)
+
+
 def headline(chip: str, speedup: float, low: float, high: float, verdict: str, n: int) -> HeadlineRow:
     return HeadlineRow(chip, 10, "a" * 64, "01", [2, 4, 8], speedup, "95%, page-wise", low, high, n, verdict)
 

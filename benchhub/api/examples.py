@@ -84,6 +84,8 @@ LEADERBOARD = [
                     "predict_level": 0.8,
                     "verdict": "faster",
                     "min_effect": 0.02,
+                    "campaign_version": 1,
+                    "superseded": False,
                     "n_machines": 3,
                     "n_submissions": 4,
                     "n_contributors": 3,

@@ -167,8 +167,12 @@ def mark_superseded(campaign_id: int) -> None:
 
 def version_for(campaign: Campaign, payload: dict[str, Any], created_at: datetime) -> CampaignVersion:
     """The version a payload is judged by: the one its `campaign_digest` names, else the one open at
-    its created_at (docs/protocol.md, campaign versions); IngestError when there is none to run under."""
+    its created_at (docs/protocol.md, campaign versions); IngestError when there is none to run under,
+    or the campaign is closed."""
     signed = CampaignVersion.objects.filter(campaign=campaign).exclude(signature="")
+    newest = signed.order_by("-version").only("state").first()
+    if newest is not None and newest.state == State.CLOSED:
+        raise IngestError(400, "campaign_closed", f"Campaign {campaign.slug} takes no more results.", "campaign")
     named = payload.get("campaign_digest")
     if named is not None:
         found = CampaignVersion.objects.filter(campaign=campaign, digest=named).first()

@@ -16,6 +16,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends g++ pkg-config 
 COPY templates/ templates/
 COPY static/ static/
 COPY patches/ patches/
+COPY deploy/gunicorn.conf.py deploy/
 
 # The agent's wheel, served at /agent/<wheel> for `pipx install` from the site; built here, where
 # pip can fetch the build backend, so the web service's prepare_site finds it current. No secret

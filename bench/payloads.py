@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchhub_protocol import envelope
+from benchhub_protocol import model_facts as model_facts_rule
 from benchhub_protocol import payloads as protocol_payloads
 
 from benchhub.results import plausibility
@@ -142,7 +143,10 @@ def decode_bound(chip: str, model: dict[str, Any]) -> float:
 
 
 def model_facts(model_name: str, architecture: str, n_params: int, quant: str) -> dict[str, Any]:
-    tensors = {"F32": 1000000, quant.split("_")[0]: n_params // 3, "Q4_K": n_params // 8}
+    # Mostly the quant's own tensor type (llama.cpp's default for it), some Q4_K, a little F32.
+    main_type = model_facts_rule.DEFAULT_TENSOR_TYPE[quant]
+    tensors = {"F32": 1000000, "Q4_K": n_params // 8}
+    tensors[main_type] = tensors.get(main_type, 0) + n_params // 3
     return {
         "file_name": f"{model_name}-{quant}.gguf",
         "sha256": hashlib.sha256(f"{model_name}/{quant}".encode()).hexdigest(),

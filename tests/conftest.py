@@ -68,13 +68,17 @@ def build_payload(
     nonce = nonce or uuid.uuid4().hex
     tg = tg or {"upstream": {1: [160, 160], 4: [148, 148]}, "01": {1: [160, 160], 4: [209.9, 210.1]}}
     reps = len(next(iter(next(iter(tg.values())).values())))
-    # Prompt rates that differ with the nonce: two payloads are then two measurements, not the same
-    # sweep rows sent again (which a key may not do), while every decode figure stays as given.
-    prompt_tps = 500 + int(nonce[:6], 16) / 1e6
+
+    # Prompt rates drawn from the nonce, row by row, in 500-1500 t/s: two payloads are then two
+    # measurements, not one sent again within rounding (which no key may do), while every decode
+    # figure stays as given. The same nonce gives the same bytes (a retry).
+    def prompt_tps(name: str, rep: int, batch_size: int) -> float:
+        drawn = hashlib.sha256(f"{nonce}/{name}/{rep}/{batch_size}".encode()).digest()
+        return 500 + int.from_bytes(drawn[:4], "big") % 1_000_000 / 1000
 
     def rows(name: str, rep: int) -> list[dict[str, Any]]:
         return [
-            payloads.sweep_row(batch_size, values[rep - 1], prompt_tps)
+            payloads.sweep_row(batch_size, values[rep - 1], prompt_tps(name, rep, batch_size))
             for batch_size, values in sorted(tg[name].items())
         ]
 
@@ -97,7 +101,7 @@ def build_payload(
         created_at=vector["created_at"],
         agent=vector["agent"],
         machine={**vector["machine"], **(machine or {})},
-        model={**vector["model"], **(model or {})},
+        model=consistent_model({**vector["model"], **(model or {})}, model or {}),
         llama_cpp=vector["llama_cpp"],
         sweep={key: value for key, value in vector["sweep"].items() if key not in ("batch_sizes", "order", "runs")},
         variants=variants,
@@ -106,6 +110,19 @@ def build_payload(
         statuses=correctness,
         looped=degenerate,
     )
+
+
+def consistent_model(model: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A test that names another quant and not the tensors means a file of that quant: its main
+    tensors become that quant's type (the service refuses facts that contradict each other)."""
+    from benchhub_protocol.model_facts import DEFAULT_TENSOR_TYPE
+
+    wanted = DEFAULT_TENSOR_TYPE.get(model["file_type"])
+    if "file_type" not in overrides or "tensor_bytes_by_type" in overrides or wanted is None:
+        return model
+    tensors = dict(model["tensor_bytes_by_type"])
+    tensors[wanted] = tensors.pop("IQ2_XXS", 0) + tensors.pop(wanted, 0)
+    return {**model, "tensor_bytes_by_type": tensors}
 
 
 @pytest.fixture(autouse=True)
@@ -188,3 +205,13 @@ def ada(api: Api, campaign: Any, personas: dict[str, envelope.Signer]) -> envelo
     """A registered contributor, ready to submit."""
     assert api.register(personas["ada"], "ada").status_code == 201
     return personas["ada"]
+
+
+def read_csv(text: str) -> list[dict[str, str]]:
+    """The data rows of a CSV export, once its last line says it is whole and counts them."""
+    import csv
+
+    body, _, last = text.rstrip("\r\n").rpartition("\r\n")
+    rows = list(csv.DictReader(io.StringIO(body + "\r\n")))
+    assert last == f"# complete: {len(rows)} rows", f"the export is cut or miscounted: {last[:80]!r}"
+    return rows

@@ -185,12 +185,26 @@ def read_gguf(path: Path) -> dict[str, Any]:
         end = max(end, data_start + offset + n_bytes)
     if end > size:
         raise _bad(path, f"is truncated: its tensors need {end} bytes, the file has {size}")
-    return {
+    facts = {
         "architecture": architecture,
         "n_params": n_params,
         "file_type": file_type_name(file_type) if file_type is not None else "unknown",
         "tensor_bytes_by_type": dict(sorted(bytes_by_type.items())),
     }
+    return facts | _experts(fields, architecture, path)
+
+
+def _experts(fields: dict[str, Any], architecture: str, path: Path) -> dict[str, int]:
+    """A mixture of experts' expert_count and expert_used_count (docs/protocol.md 4.3), which bound
+    the bytes a decode step reads; nothing for a dense model (absent keys, or a count of 0 or 1)."""
+    count, used = fields.get(f"{architecture}.expert_count"), fields.get(f"{architecture}.expert_used_count")
+    if count is None or used is None:
+        return {}
+    count = _whole(count, path, f"{architecture}.expert_count", 0, 4096)
+    used = _whole(used, path, f"{architecture}.expert_used_count", 0, 4096)
+    if count < 2 or not 1 <= used <= count:
+        return {}
+    return {"expert_count": count, "expert_used_count": used}
 
 
 def sha256_cached(path: Path, dirs: Dirs) -> str:

@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import ProtectedError, QuerySet
 from django.http import HttpRequest
 
+from benchhub.accounts import networks
 from benchhub.accounts.models import ChipName, Contributor, ModerationEvent, PublicKey
 from benchhub.readonly_admin import ReadOnlyAdmin
 from benchhub.results import moderation
@@ -53,10 +54,20 @@ class ContributorAdmin(ReadOnlyAdmin):
 class PublicKeyAdmin(ReadOnlyAdmin):
     list_display = ("keyid", "contributor", "banned", "registered_network", "created_at")
     list_filter = ("banned",)
-    # A network's keys: search its CIDR text (203.0.113.0/24), narrow by date, select all, retire.
-    search_fields = ("keyid", "contributor__handle", "registered_network")
+    # A network's keys: search an address, a CIDR (203.0.113.0/24, 2001:db8::/48) or the leading
+    # octets (203.0.113), narrow by date, select all, retire. Networks match as networks, never as
+    # text: "10.1.1" finds 10.1.1.0/24, not 110.1.1.0/24.
+    search_fields = ("keyid", "contributor__handle")
     date_hierarchy = "created_at"
     actions = ("ban", "unban", "retire")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[PublicKey], search_term: str
+    ) -> tuple[QuerySet[PublicKey], bool]:
+        wanted = networks.search_network(search_term)
+        if wanted is None:
+            return super().get_search_results(request, queryset, search_term)
+        return queryset.filter(pk__in=networks.keys_inside(queryset, wanted)), False
 
     @admin.action(description="Ban the selected keys (their later submissions get 403)")
     def ban(self, request: HttpRequest, queryset: QuerySet[PublicKey]) -> None:

@@ -76,7 +76,8 @@ class ModerationEvent(models.Model):
         MARK_REAL = "mark_real", "mark contributor as real"
         DELETE_CONTRIBUTOR = "delete_contributor", "delete contributor"
         RELEASE_CHIP_NAME = "release_chip_name", "release a chip spelling's slug"
-        DECIDE_MODEL_CLAIM = "decide_model_claim", "decide which claim about a model file is true"
+        DECIDE_MODEL_CLAIM = "decide_model_claim", "pin which claim about a model file stands"
+        UNPIN_MODEL_CLAIM = "unpin_model_claim", "unpin a model file's claim"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     actor_name = models.CharField(max_length=150, help_text="Kept even if the user account goes away.")

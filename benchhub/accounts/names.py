@@ -21,11 +21,11 @@ import unicodedata
 
 import icu
 from benchhub_protocol.schema import HANDLE_PATTERN
-from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import ChipName
+from benchhub.rows import get_or_insert
 
 _local = threading.local()
 
@@ -74,15 +74,8 @@ def claim_chip(name: str) -> None:
     """Called in the ingest transaction: the chip's spelling owns its slug from the first stored
     submission on; a different spelling of a claimed slug is refused with 400."""
     slug = check_chip_text(name)
-    owner = ChipName.objects.filter(slug=slug).values_list("name", flat=True).first()
-    if owner is None:
-        try:
-            with transaction.atomic():  # a savepoint: a concurrent first claim loses cleanly
-                ChipName.objects.create(slug=slug, name=name)
-            return
-        except IntegrityError:
-            owner = ChipName.objects.filter(slug=slug).values_list("name", flat=True).first()
-    if owner is not None and owner != name:
+    owner = get_or_insert(ChipName, {"slug": slug}, {"name": name}).name  # a concurrent first claim waits
+    if owner != name:
         raise IngestError(
             400,
             "chip_name_taken",

@@ -87,3 +87,12 @@ def csv_value(column: str, value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value
+
+
+CSV_COMPLETE = "# complete: {rows} rows"
+
+
+def csv_complete_line(rows: int) -> str:
+    """The CSV's last line: a client checks that the body ends with it and that it counts the data
+    rows it read (pandas: comment="#" skips it)."""
+    return CSV_COMPLETE.format(rows=rows) + "\r\n"

@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 
 from benchhub.api import examples, filters, serializers, snapshot, tasks
 from benchhub.api.errors import ApiError, error_body
-from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_rows, csv_value
+from benchhub.api.exports import CSV_COLUMNS, CSV_SOURCES, csv_complete_line, csv_rows, csv_value
 from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
 from benchhub.api.manifest import manifest, version_row
 from benchhub.api.pagination import ByIdDescending, NewestFirst
@@ -291,10 +291,15 @@ class MeasurementsCsvView(MeasurementsView):
             # Tuples straight from a server-side cursor: memory stays flat however many rows match.
             writer = csv.writer(_Echo())
             yield writer.writerow(CSV_COLUMNS)
+            count = 0
             for values in queryset.iterator(chunk_size=5000):
+                count += 1
                 yield writer.writerow(
                     [csv_value(column, value) for column, value in zip(CSV_COLUMNS, values, strict=True)]
                 )
+            # The last line says the export is whole: a body cut short (a worker killed, a proxy's
+            # timeout, a dropped connection) lacks it, however it ends (docs/api.md, exports).
+            yield csv_complete_line(count)
 
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="benchhub-measurements.csv"'

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from benchhub.readonly_admin import ReadOnlyAdmin
-from benchhub.results import moderation
+from benchhub.results import claims, moderation
 from benchhub.results.models import Campaign, LeaderboardCell, ModelClaimDecision, ModelFile, RawEnvelope, Submission
 
 
@@ -63,33 +65,91 @@ class LeaderboardCellAdmin(ReadOnlyAdmin):
     list_filter = ("campaign", "quant", "variant")
 
 
+class DisputedFilter(admin.SimpleListFilter):
+    title = "dispute"
+    parameter_name = "disputed"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "files whose claims disagree")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ModelFile]) -> QuerySet[ModelFile]:
+        return queryset.filter(sha256__in=claims.disputed_files()) if self.value() == "yes" else queryset
+
+
 @admin.register(ModelFile)
 class ModelClaimAdmin(ReadOnlyAdmin):
-    """Every claim about a model file, listed by sha256 with the machines (keys) behind it."""
+    """Every claim about a model file, by sha256: its standing (docs/protocol.md, model identity),
+    the machines and established networks behind it, and how many of its submissions are held."""
 
-    list_display = ("sha256", "file_type", "size_bytes", "architecture", "label", "machines", "submissions")
+    list_display = (
+        "sha256",
+        "file_type",
+        "size_bytes",
+        "architecture",
+        "label",
+        "standing",
+        "machines",
+        "networks",
+        "held",
+    )
+    list_filter = (DisputedFilter,)
     search_fields = ("sha256", "file_name", "label")
     ordering = ("sha256", "file_type")
-    actions = ("accept_claim",)
+    actions = ("pin_claim", "unpin_claim")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        self._standings: dict[str, claims.Standing] = {}
+        return super().changelist_view(request, extra_context)
+
+    def _standing(self, claim: ModelFile) -> claims.Standing:
+        cache = getattr(self, "_standings", {})
+        if claim.sha256 not in cache:
+            cache[claim.sha256] = claims.standing(claim.sha256)
+        return cache[claim.sha256]
+
+    def _claim(self, claim: ModelFile) -> claims.Claim:
+        return self._standing(claim).claims.get(claim.facts_digest) or claims.Claim(claim.facts_digest)
+
+    @admin.display(description="standing")
+    def standing(self, claim: ModelFile) -> str:
+        found = self._standing(claim)
+        if found.established == claim.facts_digest:
+            return "pinned" if found.pinned else ("stands, disputed" if found.disputed else "stands")
+        if not found.disputed:
+            return "undisputed, no established machine yet"
+        return "held" if found.established else "waiting: no claim has standing"
 
     @admin.display(description="machines")
     def machines(self, claim: ModelFile) -> int:
-        return claim.submissions.filter(withdrawn_at__isnull=True).values("key").distinct().count()
+        return len(self._claim(claim).keys)
 
-    @admin.display(description="submissions")
-    def submissions(self, claim: ModelFile) -> int:
-        return claim.submissions.count()
+    @admin.display(description="established networks")
+    def networks(self, claim: ModelFile) -> str:
+        found = self._claim(claim)
+        return f"{found.weight}: {', '.join(sorted(found.networks))}" if found.networks else "0"
 
-    @admin.action(description="Accept this claim as the file's truth (the others stay held)")
-    def accept_claim(self, request: HttpRequest, queryset: QuerySet[ModelFile]) -> None:
+    @admin.display(description="held")
+    def held(self, claim: ModelFile) -> int:
+        return Submission.objects.filter(model_sha256=claim.sha256, model_held=True, model_file=claim).count()
+
+    @admin.action(description="Pin this claim: it stands for its file, whatever the machines behind the others")
+    def pin_claim(self, request: HttpRequest, queryset: QuerySet[ModelFile]) -> None:
         if len({claim.sha256 for claim in queryset}) != queryset.count():
             self.message_user(request, "Choose one claim per file.", messages.ERROR)
             return
         for claim in queryset:
-            moderation.decide_claim(claim, request.user, "accepted in the admin")
-        self.message_user(request, f"Decided {queryset.count()} file(s); their pages are being refreshed.")
+            moderation.pin_claim(claim, request.user, "pinned in the admin")
+        self.message_user(request, f"Pinned {queryset.count()} file(s); their pages are being refreshed.")
+
+    @admin.action(description="Unpin the selected files: their claims' standing decides again")
+    def unpin_claim(self, request: HttpRequest, queryset: QuerySet[ModelFile]) -> None:
+        count = sum(
+            moderation.unpin_claim(sha256, request.user, "unpinned in the admin")
+            for sha256 in {claim.sha256 for claim in queryset}
+        )
+        self.message_user(request, f"Unpinned {count} file(s).")
 
 
 @admin.register(ModelClaimDecision)
 class ModelClaimDecisionAdmin(ReadOnlyAdmin):
-    list_display = ("sha256", "claim", "decided_by", "decided_at", "reason")
+    list_display = ("sha256", "claim", "name", "decided_by", "decided_at", "reason")

@@ -25,6 +25,7 @@ from django.utils import timezone
 from benchhub.results import claims, group_sums, versions
 from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.models import CellGroup, Headline, LeaderboardCell, Submission
+from benchhub.rows import get_or_insert
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ class Group:
             submission.campaign_version,
         )
 
+    def submissions(self) -> QuerySet[Submission]:
+        return Submission.objects.filter(**self.filter())
+
     def waiting_submissions(self) -> QuerySet[Submission]:
         """Submissions of the group whose measurements are not yet in its cells."""
         return Submission.objects.filter(cells_refreshed_at__isnull=True, **self.filter())
@@ -78,7 +82,7 @@ GROUP_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend", "
 
 def ensure_group(group: Group) -> None:
     """The group's lock row; created in the transaction that stores its first submission."""
-    CellGroup.objects.get_or_create(**group.filter())
+    get_or_insert(CellGroup, group.filter())
 
 
 def _lock(group: Group) -> None:
@@ -96,10 +100,14 @@ def probation_since() -> datetime | None:
     return timezone.now() - timedelta(seconds=probation) if probation > 0 else None
 
 
-def compute_cells(group: Group, held: bool) -> tuple[list[LeaderboardCell], list[Headline]]:
+def compute_cells(
+    group: Group, held: bool, name: tuple[str, str] | None = None
+) -> tuple[list[LeaderboardCell], list[Headline]]:
     """Every cell of the group and each variant's headline, from all of its measurements
     (docs/protocol.md, cells), reduced in the database (group_sums) and judged by stats.judge_page;
-    `held`: whether the group's submissions flagged model_held count as held (their file is disputed)."""
+    `held`: whether the group's submissions flagged model_held count as held (their file is disputed);
+    `name`: the file's (name, quant) where the claims decide it (claims.display_name), else each
+    cell is named by the submission the reduction picks."""
     definition = versions.rules_manifest(group.campaign_id, group.campaign_version)
     superseded = group.campaign_version != versions.current_cells(group.campaign_id)
     rules = campaign_rules(definition)
@@ -116,7 +124,7 @@ def compute_cells(group: Group, held: bool) -> tuple[list[LeaderboardCell], list
     }
     cells = []
     for (variant, commit, batch_size), tally in sorted(found.tallies.items()):
-        model, quant = names[tally.named_by]
+        model, quant = name or names[tally.named_by]
         cells.append(
             LeaderboardCell(
                 **group.filter(),
@@ -164,10 +172,11 @@ def refresh_group(group: Group, only_if_waiting: bool = False, on_locked: Callab
         return 0
     # A file never disputed (nearly every one) costs one small query on its claims, not its submissions;
     # a disputed one's held submissions are flagged model_held, which compute_cells reads.
-    disputed = claims.in_dispute(group.model_sha256)
-    if disputed:
-        _mark_held(group, claims.held_submissions(group.model_sha256))
-    cells, headlines = compute_cells(group, held=disputed)
+    found = claims.standing(group.model_sha256) if claims.in_dispute(group.model_sha256) else None
+    if found is not None:
+        _mark_held(group, claims.held_in(group.submissions(), found))
+    name = claims.display_name(group.model_sha256, found)
+    cells, headlines = compute_cells(group, held=found is not None, name=name)
     LeaderboardCell.objects.filter(**group.filter()).delete()
     LeaderboardCell.objects.bulk_create(cells)
     Headline.objects.filter(**group.filter()).delete()
@@ -179,7 +188,7 @@ def refresh_group(group: Group, only_if_waiting: bool = False, on_locked: Callab
 
 def _mark_held(group: Group, held: set[Any]) -> None:
     """What each submission's page says of its model claim follows the claims' current state."""
-    submissions = Submission.objects.filter(**group.filter())
+    submissions = group.submissions()
     submissions.filter(model_held=True).exclude(pk__in=held).update(model_held=False)
     submissions.filter(model_held=False, pk__in=held).update(model_held=True)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from benchhub_protocol import rounds, stats
+from benchhub_protocol import model_facts, rounds, stats
 from benchhub_protocol.rounds import sweep_differences
 
 from benchhub.results import plausibility
@@ -29,10 +29,6 @@ LOCAL_SOURCE = "local_source"
 RUN_STATE_FLAGS = frozenset({"on_battery", "low_power_mode", "thermal_pressure"})
 
 MIN_ROUNDS = rounds.MIN_ROUNDS
-# No GGUF quantisation stores fewer bits a weight than IQ1_S (1.56), and none more than F32.
-MIN_BITS_PER_WEIGHT, MAX_BITS_PER_WEIGHT = 1.5, 32
-# A GGUF file is its tensors plus a header (metadata, vocabulary): at most this much more.
-MAX_HEADER_BYTES = 64 * 2**20
 
 
 Rounds = dict[str, dict[int, dict[int, float]]]  # variant -> batch size -> rep -> tg_tps
@@ -78,24 +74,14 @@ def nonstandard_reasons(payload: dict[str, Any], definition: dict[str, Any]) -> 
     return reasons
 
 
-def model_problems(model: dict[str, Any]) -> list[str]:
-    """Where the model's claimed sizes are zero or disagree with each other, one phrase each."""
-    weights = sum(model["tensor_bytes_by_type"].values())
-    if not (model["size_bytes"] and model["n_params"] and weights):
-        return ["the model's size_bytes, n_params or tensor bytes is zero"]
-    found = []
-    if not weights <= model["size_bytes"] <= weights + MAX_HEADER_BYTES:
-        found.append(f"the model's size_bytes {model['size_bytes']} disagrees with its {weights} tensor bytes")
-    if not model["n_params"] * MIN_BITS_PER_WEIGHT / 8 <= weights <= model["n_params"] * MAX_BITS_PER_WEIGHT / 8:
-        found.append(f"the model's {weights} tensor bytes cannot hold its {model['n_params']} parameters")
-    return found
-
-
 def implausible(payload: dict[str, Any], rules: CampaignRules) -> list[str]:
     """What no honest run gives, one phrase each: sizes that disagree, a speed-up outside the
-    campaign's plausible range, or a decode rate beyond the memory bandwidth of the chip."""
-    found = model_problems(payload["model"])
-    weights = max(sum(payload["model"]["tensor_bytes_by_type"].values()), 1)
+    campaign's plausible range, or a decode rate beyond the memory bandwidth of the chip for the
+    bytes a decode step reads (a mixture of experts reads only the experts it uses)."""
+    # Facts that contradict each other are refused at ingest (400); a payload stored before that
+    # rule is held here instead.
+    found = [contradiction.detail for contradiction in model_facts.contradictions(payload["model"])]
+    weights = max(model_facts.decode_bytes(payload["model"]), 1.0)
     low, high = rules.plausible_ratio
     for (variant, batch_size), numbers in sorted(paired_numbers(payload).items()):
         if not low <= numbers.speedup <= high:
@@ -107,7 +93,7 @@ def implausible(payload: dict[str, Any], rules: CampaignRules) -> list[str]:
             if row["tg_tps"] > ceiling:
                 found.append(
                     f"{run['variant']} at BS{row['batch_size']} decodes {row['tg_tps']:.4g} t/s, beyond "
-                    f"{ceiling:.4g} t/s for {weights / 1e9:.3g} GB of weights at {bandwidth / 1e9:.4g} GB/s"
+                    f"{ceiling:.4g} t/s for {weights / 1e9:.3g} GB read a token at {bandwidth / 1e9:.4g} GB/s"
                 )
     return found
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from benchhub_protocol import envelope, rounds, schema
+from benchhub_protocol import envelope, model_facts, rounds, schema
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -21,7 +21,7 @@ from benchhub.accounts import names
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
-from benchhub.results import campaigns, cells, claims, flags, moderation, storage, tasks, versions
+from benchhub.results import campaigns, cells, copies, flags, moderation, storage, tasks, versions
 from benchhub.results.campaigns import campaign_rules
 from benchhub.results.measurements import measurement_rows
 from benchhub.results.models import (
@@ -96,6 +96,7 @@ def _store_verified(verified: VerifiedEnvelope) -> IngestResult:
         payload = envelope.parse_canonical_payload(verified.opened.payload)
         schema.validate_submission(payload)
         _refuse_nul(payload, "")
+        _refuse_contradictions(payload["model"])
     except envelope.EnvelopeError as error:
         raise IngestError.from_envelope(error) from None
     except schema.SchemaViolation as error:
@@ -105,6 +106,7 @@ def _store_verified(verified: VerifiedEnvelope) -> IngestResult:
     previous = _previous(verified.key, payload["nonce"], payload_sha256, measured_sha256)
     if previous is not None:
         return previous
+    _refuse_near_copy(payload)
     campaign, version = check_against_campaign(payload)
     check_rounds(payload)
     check_created_at(payload, campaign)
@@ -118,6 +120,13 @@ def _store_verified(verified: VerifiedEnvelope) -> IngestResult:
             raise
         return previous
     return IngestResult(str(submission.id), submission.status, created=True)
+
+
+def _refuse_contradictions(model: dict[str, Any]) -> None:
+    """A model whose facts contradict each other is no claim about any file (docs/protocol.md, model identity)."""
+    found = model_facts.contradictions(model)
+    if found:
+        raise IngestError(400, "model_facts_contradict", found[0].detail, found[0].field)
 
 
 def _refuse_nul(value: Any, path: str) -> None:
@@ -156,6 +165,19 @@ def _previous(key: PublicKey, nonce: str, payload_sha256: str, measured_sha256: 
     if stored.payload_sha256 != payload_sha256:
         raise IngestError(409, "nonce_reused", "This key already used this nonce for a different payload.", "nonce")
     return IngestResult(str(stored.id), stored.status, created=False)
+
+
+def _refuse_near_copy(payload: dict[str, Any]) -> None:
+    stored = copies.near_copy(payload)
+    if stored is not None:
+        raise IngestError(
+            409,
+            "duplicate_measurement",
+            f"These measured rows repeat submission {stored.id} within {copies.TOLERANCE:.1%}: "
+            "one measurement counts once.",
+            "sweep.runs",
+            submission=str(stored.id),
+        )
 
 
 def check_against_campaign(payload: dict[str, Any]) -> tuple[Campaign, CampaignVersion]:
@@ -248,6 +270,7 @@ def submission_row(
     under (the bench's state generator writes many with bulk_create)."""
     facts = payload["machine"]
     submission_flags = flags.derive(payload, version.manifest if version else campaign.definition)
+    shape, tg_log, pp_log = copies.fingerprint(payload)
     return Submission(
         campaign=campaign,
         ran_under=version,
@@ -264,6 +287,9 @@ def submission_row(
         nonce=payload["nonce"],
         payload_sha256=payload_sha256,
         measured_sha256=measured_digest(payload),
+        measured_shape=shape,
+        measured_tg_log=tg_log,
+        measured_pp_log=pp_log,
         created_at=created_at_of(payload["created_at"]),
         status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
         flags=submission_flags,
@@ -297,9 +323,8 @@ def _store(
     Measurement.objects.bulk_create(measurement_rows(submission, payload, variants[submission.pk]))
     group = cells.Group.of(submission)
     cells.ensure_group(group)
-    if claims.touch(model_file.sha256):  # a claim about a disputed file: every page of the file refreshes
-        transaction.on_commit(lambda: tasks.queue_file_pages(model_file.sha256))
     transaction.on_commit(lambda: tasks.queue_refresh(group))
+    transaction.on_commit(lambda: tasks.after_claim(model_file.sha256))  # outside this transaction
     return submission
 
 

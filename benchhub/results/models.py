@@ -98,8 +98,8 @@ class Machine(models.Model):
 class ModelFile(models.Model):
     """One claim about a GGUF file (identified by the sha256 of its bytes): every submission keeps
     its own claim, so the first submitter of a file never names it for everyone. Identical claims
-    share a row (keyed by `fingerprint`); claims that disagree on the same sha256 are a conflict
-    (claims.py holds them)."""
+    share a row (keyed by `fingerprint`); claims whose facts (`facts_digest`) differ on the same
+    sha256 are a conflict, which claims.py settles by standing."""
 
     fingerprint = models.CharField(max_length=64, unique=True, help_text="sha256 of the canonical claim")
     sha256 = models.CharField(max_length=64, db_index=True)
@@ -109,28 +109,54 @@ class ModelFile(models.Model):
     file_type = models.CharField(max_length=32, db_index=True)
     size_bytes = models.BigIntegerField()
     tensor_bytes_by_type = models.JSONField(default=dict)
+    expert_count = models.IntegerField(null=True, blank=True)
+    expert_used_count = models.IntegerField(null=True, blank=True)
     label = models.CharField(max_length=200, blank=True)
+    # sha256 of the canonical FACTS: what the file's bytes decide, not what its sender calls it
+    # (file_name and label are free text and never conflict).
+    facts_digest = models.CharField(max_length=64, db_index=True, default="")
 
-    # What two claims about one file may not disagree on.
-    IDENTITY = ("file_type", "size_bytes", "architecture")
+    FACTS = (
+        "sha256",
+        "architecture",
+        "n_params",
+        "file_type",
+        "size_bytes",
+        "tensor_bytes_by_type",
+        "expert_count",
+        "expert_used_count",
+    )
 
     def __str__(self) -> str:
         return self.label or self.file_name
 
 
 class ModelClaimDecision(models.Model):
-    """A moderator's word on which claim about a file is true: submissions whose claim differs from
-    it stay held; those that agree count. Without one, conflicting claims resolve by machines
-    (claims.resolve)."""
+    """A moderator's pin of the claim about a file that stands, whatever the machines behind the
+    others (claims.py); `name`, when set, is what the file's cells are called."""
 
     sha256 = models.CharField(max_length=64, unique=True)
     claim = models.ForeignKey(ModelFile, on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=200, blank=True, help_text="The file's name on every page; blank: the claim's.")
     decided_by = models.CharField(max_length=150)
     reason = models.TextField(blank=True)
     decided_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]}: {self.claim}"
+
+
+class FileStanding(models.Model):
+    """The last settled state of a disputed file's claims (claims.py): a refresh that finds it
+    changed writes it and queues the file's other groups once."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    established = models.CharField(max_length=64, blank=True, help_text="facts_digest of the claim that stands")
+    disputed = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]}: {self.established[:12] or 'none'}"
 
 
 def time_ordered_uuid(at: datetime | None = None) -> uuid.UUID:
@@ -165,6 +191,10 @@ class Submission(models.Model):
         max_length=64,
         help_text="sha256 of the measured rows (variant, rep, batch size, t/s): one measurement counts once",
     )
+    # What copies.near_copy narrows by: the shape of the measured rows and the means of their log rates.
+    measured_shape = models.CharField(max_length=64, blank=True, default="", db_default="")
+    measured_tg_log = models.FloatField(null=True, blank=True)
+    measured_pp_log = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(help_text="When the agent assembled the result (its clock).")
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices)
@@ -217,6 +247,7 @@ class Submission(models.Model):
             models.Index(fields=["cells_refreshed_at", "received_at"]),
             models.Index(fields=["chip", "quant", "-received_at", "-id"], name="submission_chip_quant_newest"),
             # Every claim about one model file, read by each refresh of its pages (claims.py).
+            models.Index(fields=["measured_shape", "measured_tg_log"], name="submission_near_copy"),
             models.Index(fields=["model_sha256"], name="submission_model_file"),
         )
 

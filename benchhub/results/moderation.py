@@ -14,13 +14,13 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
+from benchhub.accounts import networks
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import ChipName, Contributor, ModerationEvent, PublicKey
-from benchhub.results import claims
 from benchhub.results.cells import Group
 from benchhub.results.measurements import rebuild_measurements
 from benchhub.results.models import ModelClaimDecision, ModelFile, Submission
-from benchhub.results.tasks import queue_file_pages, queue_refresh
+from benchhub.results.tasks import after_claim, queue_refresh, settle_claims
 
 Actor = User | AnonymousUser
 
@@ -42,9 +42,8 @@ def _changed(submission: Submission, fields: list[str]) -> None:
     submission.save(update_fields=[*fields, "cells_refreshed_at"])
     rebuild_measurements(submission)
     group = Group.of(submission)
-    if claims.touch(submission.model_sha256):  # its claim left or rejoined a disputed file
-        transaction.on_commit(lambda: queue_file_pages(submission.model_sha256))
     transaction.on_commit(lambda: queue_refresh(group))
+    transaction.on_commit(lambda: after_claim(submission.model_sha256))  # its claim's standing may change
 
 
 def _decide(submissions: Iterable[Submission], field: str, value: bool, action: str, actor: Actor, reason: str) -> int:
@@ -70,7 +69,7 @@ def set_hidden(submissions: Iterable[Submission], hidden: bool, actor: Actor, re
 
 def set_released(submissions: Iterable[Submission], released: bool, actor: Actor, reason: str = "") -> int:
     """Let submissions quarantined by the server into the cells, or hold them back again (a model
-    conflict is decided per file: decide_claim)."""
+    conflict is decided per file: pin_claim)."""
     action = ModerationEvent.Action.RELEASE_SUBMISSION if released else ModerationEvent.Action.HOLD_SUBMISSION
     held = [submission for submission in submissions if Submission.HELD_FLAGS.intersection(submission.flags)]
     return _decide(held, "released", released, action, actor, reason)
@@ -148,28 +147,37 @@ def keys_from_network(network: str, since: datetime, until: datetime) -> list[Pu
     """Keys registered from inside `network` (CIDR: a /24 or /64 as recorded, or any wider one, a
     /16 or a /48) between `since` and `until`."""
     wanted = ipaddress.ip_network(network, strict=False)
-    found = []
-    for key in PublicKey.objects.filter(created_at__gte=since, created_at__lt=until).exclude(registered_network=""):
-        try:
-            recorded = ipaddress.ip_network(key.registered_network)
-        except ValueError:
-            continue
-        if recorded.version == wanted.version and recorded.subnet_of(wanted):  # type: ignore[arg-type]
-            found.append(key)
-    return found
+    window = PublicKey.objects.filter(created_at__gte=since, created_at__lt=until)
+    return list(PublicKey.objects.filter(pk__in=networks.keys_inside(window, wanted)).order_by("created_at"))
 
 
-def decide_claim(claim: ModelFile, actor: Actor, reason: str = "") -> None:
-    """A moderator says which claim about a model file is true: submissions that agree with it
-    count, the others stay held; every page of the file is refreshed."""
+def pin_claim(claim: ModelFile, actor: Actor, reason: str = "", name: str = "") -> None:
+    """A moderator pins which claim about a model file stands (and, with `name`, what its pages call
+    it), whatever the machines behind the others: submissions that agree count, the others are held.
+    Every group of the file refreshes once this commits."""
     with transaction.atomic():
         ModelClaimDecision.objects.update_or_create(
             sha256=claim.sha256,
-            defaults={"claim": claim, "decided_by": actor.get_username() if actor else "system", "reason": reason},
+            defaults={
+                "claim": claim,
+                "name": name,
+                "decided_by": actor.get_username() if actor else "system",
+                "reason": reason,
+            },
         )
-        Submission.objects.filter(model_sha256=claim.sha256).update(cells_refreshed_at=None)
-        _audit(actor, ModerationEvent.Action.DECIDE_MODEL_CLAIM, claim.sha256, f"{claim}: {reason}".strip(": "))
-        transaction.on_commit(lambda: queue_file_pages(claim.sha256))
+        what = f"{claim.file_type}, {claim.size_bytes} bytes" + (f", named {name!r}" if name else "")
+        _audit(actor, ModerationEvent.Action.DECIDE_MODEL_CLAIM, claim.sha256, f"{what}: {reason}".strip(": "))
+        transaction.on_commit(lambda: settle_claims(claim.sha256, changed=True))
+
+
+def unpin_claim(sha256: str, actor: Actor, reason: str = "") -> bool:
+    """Drop a moderator's pin: the file's standing decides again. False when none was pinned."""
+    with transaction.atomic():
+        if not ModelClaimDecision.objects.filter(sha256=sha256).delete()[0]:
+            return False
+        _audit(actor, ModerationEvent.Action.UNPIN_MODEL_CLAIM, sha256, reason)
+        transaction.on_commit(lambda: settle_claims(sha256, changed=True))
+    return True
 
 
 def release_chip_names(names: Iterable[ChipName], actor: Actor, reason: str = "") -> int:

@@ -19,6 +19,7 @@ from benchhub.results.models import (
     SweepRow,
     SweepRun,
 )
+from benchhub.rows import get_or_insert
 
 MACHINE_IDENTITY = (
     "os",
@@ -38,25 +39,23 @@ MACHINE_IDENTITY = (
 def machine_row(machine: dict[str, Any]) -> Machine:
     facts = {name: machine.get(name, "" if name == "os_build" else None) for name in MACHINE_IDENTITY}
     fingerprint = hashlib.sha256(envelope.canonical_bytes(facts)).hexdigest()
-    row, _ = Machine.objects.get_or_create(fingerprint=fingerprint, defaults=facts)
-    return row
+    return get_or_insert(Machine, {"fingerprint": fingerprint}, facts)
+
+
+def model_facts(model: dict[str, Any]) -> dict[str, Any]:
+    """What the file's bytes decide (ModelFile.FACTS): two claims about one sha256 conflict when these differ."""
+    return {name: model.get(name) for name in ModelFile.FACTS}
+
+
+def facts_digest(model: dict[str, Any]) -> str:
+    return hashlib.sha256(envelope.canonical_bytes(model_facts(model))).hexdigest()
 
 
 def model_file_row(model: dict[str, Any]) -> ModelFile:
     """This submission's own claim about its model file (identical claims share a row)."""
-    claim = {
-        "sha256": model["sha256"],
-        "file_name": model["file_name"],
-        "architecture": model["architecture"],
-        "n_params": model["n_params"],
-        "file_type": model["file_type"],
-        "size_bytes": model["size_bytes"],
-        "tensor_bytes_by_type": model["tensor_bytes_by_type"],
-        "label": model.get("label", ""),
-    }
+    claim = {**model_facts(model), "file_name": model["file_name"], "label": model.get("label", "")}
     fingerprint = hashlib.sha256(envelope.canonical_bytes(claim)).hexdigest()
-    row, _ = ModelFile.objects.get_or_create(fingerprint=fingerprint, defaults=claim)
-    return row
+    return get_or_insert(ModelFile, {"fingerprint": fingerprint}, {**claim, "facts_digest": facts_digest(model)})
 
 
 def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> dict[Any, dict[str, SubmissionVariant]]:

@@ -20,11 +20,11 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
-from benchhub.results import cells
-from benchhub.results.models import Submission
+from benchhub.results import cells, claims
+from benchhub.results.models import CellGroup, FileStanding, Submission
 
 logger = logging.getLogger(__name__)
 
@@ -33,17 +33,18 @@ def _marker(group: cells.Group) -> str:
     return "benchhub:refresh-queued:" + hashlib.sha256(group.lock_name().encode()).hexdigest()
 
 
-def queue_refresh(group: cells.Group) -> bool:
+def queue_refresh(group: cells.Group, force: bool = False) -> bool:
     """Queue a refresh of the group unless one is already waiting; best effort (the sweeper covers
-    a failure). Returns whether a message was sent."""
-    marker = _marker(group)
+    a failure). `force`: refresh even with no submission waiting (its file's claims changed).
+    Returns whether a message was sent."""
+    marker = _marker(group) + (":force" if force else "")
     try:
         if not cache.add(marker, 1, timeout=settings.BENCHHUB_SWEEPER_GRACE_SECONDS):
             return False
     except Exception:  # the cache is down: queue without de-duplicating
         logger.warning("cache unreachable; queueing the refresh of %s without de-duplication", group)
     try:
-        refresh_group_cells.delay(*group.task_args())
+        refresh_group_cells.delay(*group.task_args(), *((True,) if force else ()))
     except Exception:  # the broker's errors vary by transport; losing the enqueue is recoverable
         logger.exception("could not queue the refresh of %s", group)
         _release(marker)
@@ -58,17 +59,55 @@ def _release(marker: str) -> None:
         logger.warning("cache unreachable; the refresh marker %s expires on its own", marker)
 
 
-def queue_file_pages(model_sha256: str) -> int:
-    """Queue the refresh of every page of one model file (its claims changed)."""
-    pages = Submission.objects.filter(model_sha256=model_sha256).order_by().values_list(*cells.GROUP_FIELDS)
-    return sum(queue_refresh(cells.Group(*values)) for values in pages.distinct())
+def queue_file_groups(model_sha256: str) -> int:
+    """Queue a forced refresh of each group of the file not refreshed since its claims' standing
+    last changed (claims.settle): every page shows the claim that stands. Returns how many."""
+    changed = FileStanding.objects.filter(sha256=model_sha256).values_list("updated_at", flat=True).first()
+    groups = CellGroup.objects.filter(model_sha256=model_sha256)
+    if changed is not None:
+        groups = groups.filter(Q(refreshed_at__isnull=True) | Q(refreshed_at__lt=changed))
+    return sum(queue_refresh(cells.Group(*values), force=True) for values in groups.values_list(*cells.GROUP_FIELDS))
+
+
+def settle_claims(model_sha256: str, changed: bool = False) -> int:
+    """Record the file's standing and queue the groups that have not seen it; returns how many."""
+    if not changed and not claims.in_dispute(model_sha256):
+        return 0
+    claims.settle(model_sha256, changed=changed)
+    return queue_file_groups(model_sha256)
+
+
+@shared_task(name="benchhub.results.tasks.settle_file_claims")
+def settle_file_claims(model_sha256: str) -> int:
+    return settle_claims(model_sha256)
+
+
+def after_claim(model_sha256: str) -> None:
+    """Once an upload or a moderator's change has committed: a disputed file's standing is settled
+    in the worker, outside that transaction, so no upload waits on another file's rows. Best effort:
+    the sweeper settles every disputed file each minute."""
+    if not claims.in_dispute(model_sha256):
+        return
+    try:
+        settle_file_claims.delay(model_sha256)
+    except Exception:  # the broker's errors vary by transport; the sweeper settles it
+        logger.exception("could not queue the claims of %s", model_sha256)
 
 
 @shared_task(name="benchhub.results.tasks.refresh_group_cells")
 def refresh_group_cells(
-    campaign_id: int, chip: str, gpu_cores: int | None, model_sha256: str, backend: str, campaign_version: int = 1
+    campaign_id: int,
+    chip: str,
+    gpu_cores: int | None,
+    model_sha256: str,
+    backend: str,
+    campaign_version: int = 1,
+    force: bool = False,
 ) -> int:
     group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend, campaign_version)
+    if force:
+        marker = _marker(group) + ":force"
+        return cells.refresh_group(group, on_locked=lambda: _release(marker))
     marker = _marker(group)
     if not group.waiting_submissions().exists():
         # A duplicate or late message costs a query or two and no lock. The marker goes first, then
@@ -112,6 +151,8 @@ def requeue_stale_submissions() -> int:
     """Covers a crash between commit and enqueue, a lost message, or a broker outage: queues the
     groups of submissions still waiting after the grace period. Returns how many were queued."""
     end_probation()
+    for model_sha256 in claims.disputed_files():  # a key's probation ending can change a standing
+        settle_claims(model_sha256)
     cutoff = timezone.now() - timedelta(seconds=settings.BENCHHUB_SWEEPER_GRACE_SECONDS)
     stale_groups = (
         Submission.objects.filter(cells_refreshed_at__isnull=True, received_at__lte=cutoff)

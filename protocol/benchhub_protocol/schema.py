@@ -106,6 +106,8 @@ MODEL_SCHEMA = _object(
         "n_params": {"type": "integer", "minimum": 0, "maximum": 10**14},
         "file_type": {"type": "string", "minLength": 1, "maxLength": 32},
         "label": _str,
+        "expert_count": {"type": "integer", "minimum": 1, "maximum": 4096},
+        "expert_used_count": {"type": "integer", "minimum": 1, "maximum": 4096},
         "tensor_bytes_by_type": {
             "type": "object",
             "maxProperties": 64,
@@ -113,7 +115,7 @@ MODEL_SCHEMA = _object(
             "additionalProperties": _bytes,
         },
     },
-    optional=("label",),
+    optional=("label", "expert_count", "expert_used_count"),
 )
 
 VARIANT_SCHEMA = _object(

@@ -127,3 +127,36 @@ def test_it_assembles_the_model_section_with_hash_and_label(tmp_path: Path) -> N
     facts = model.model_facts(copy, home(), label="Gemma 3 270M")
     assert facts["file_name"] == "g.gguf" and facts["label"] == "Gemma 3 270M"
     assert len(facts["sha256"]) == 64 and facts["size_bytes"] == GEMMA.stat().st_size
+
+
+@needs_gemma
+def test_the_real_models_facts_hold_together_as_the_service_checks_them() -> None:
+    from benchhub_protocol import model_facts
+
+    facts = {**model.read_gguf(GEMMA), "size_bytes": GEMMA.stat().st_size}
+    assert model_facts.contradictions(facts) == []
+    assert "expert_count" not in facts, "a dense model"
+
+
+def _tiny_gguf(path: Path, architecture: str, experts: tuple[int, int] | None) -> Path:
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if experts is not None:
+        writer.add_expert_count(experts[0])
+        writer.add_expert_used_count(experts[1])
+    writer.add_tensor("blk.0.ffn_up_exps.weight", np.zeros((4, 8, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_it_reads_the_expert_counts_of_a_mixture_of_experts(tmp_path: Path) -> None:
+    facts = model.read_gguf(_tiny_gguf(tmp_path / "moe.gguf", "qwen3moe", (128, 8)))
+    assert (facts["expert_count"], facts["expert_used_count"]) == (128, 8)
+    dense = model.read_gguf(_tiny_gguf(tmp_path / "dense.gguf", "llama", None))
+    assert "expert_count" not in dense and "expert_used_count" not in dense

@@ -128,9 +128,7 @@ def test_a_speedup_beyond_the_campaigns_range_and_a_rate_beyond_physics_wait_for
 ) -> None:
     before = (board(attacker), ranking(attacker))
     attacker.submit(build_payload(tg=crowd_run(100, 9.9), machine={"chip": "Apple M1"}), honest[7])
-    impossible = build_payload(
-        tg=crowd_run(5_000_000, 1.5), model={"size_bytes": 0, "n_params": 0}, machine={"chip": "Apple M1"}
-    )
+    impossible = build_payload(tg=crowd_run(5_000_000, 1.5), machine={"chip": "Apple M1"})
     assert attacker.submit(impossible, honest[8]).status_code == 201
     cells.refresh_all_cells()
     assert (board(attacker), ranking(attacker)) == before

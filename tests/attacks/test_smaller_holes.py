@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import re
 from typing import Any
 
@@ -18,7 +16,7 @@ from benchhub.accounts.models import Contributor, ModerationEvent, PublicKey
 from benchhub.results import moderation
 from benchhub.results.models import Submission
 from tests.attacks.conftest import Attacker
-from tests.conftest import build_payload, persona
+from tests.conftest import build_payload, persona, read_csv
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,7 +78,7 @@ def test_formula_values_in_the_csv_export_are_escaped(attacker: Attacker) -> Non
     ):
         answer = attacker.submit(build_payload(machine={"chip": chip}, model={"label": label}), persona("eve"))
         assert answer.status_code == 201, answer.text
-    rows = list(csv.DictReader(io.StringIO(attacker.get("/api/v1/measurements.csv").text)))
+    rows = read_csv(attacker.get("/api/v1/measurements.csv").text)
     values = {row["chip"] for row in rows} | {row["model"] for row in rows}
     assert {"'=HYPERLINK(1)", "'+SUM(1)", "'@cmd", "'-2+3"} <= values
     assert not any(value[:1] in "=+-@" for row in rows for value in row.values() if value)

@@ -22,7 +22,7 @@ from benchhub_agent.errors import ExitCode
 from benchhub_protocol import envelope, rounds, schema, stats
 
 from benchhub.api import snapshot
-from benchhub.results import campaigns, claims, plausibility
+from benchhub.results import campaigns, claims, copies, plausibility
 from tests.recompute.builder import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,7 @@ NAMES: dict[str, Any] = {
     "sweep": sweep,
     "campaigns": campaigns,
     "claims": claims,
+    "copies": copies,
     "plausibility": plausibility,
     "snapshot": snapshot,
 }

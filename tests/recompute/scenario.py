@@ -133,7 +133,8 @@ def populate(api: Api, submissions: int = 40, seed: int = 7) -> None:
     released = _submit(api, build_payload(tg={"upstream": {4: [97, 98]}, "01": {4: [2000, 2000]}}), signers["cole"])
     moderation.set_released(Submission.objects.filter(pk=released), True, AnonymousUser(), "checked")
 
-    # A model conflict: two claims on one file are both held, until three machines back one of them.
+    # A model conflict: two claims on one file are both held (no key has standing yet), until the
+    # claim backed by more established networks stands (docs/protocol.md, model identity).
     odd = _submit(
         api,
         build_payload(
@@ -182,5 +183,7 @@ def populate(api: Api, submissions: int = 40, seed: int = 7) -> None:
     assert api.post(url, signed_withdrawal(withdrawn, owner)).status_code == 200
     # Every key but eve's registered two hours ago: past probation (time cannot pass in a test).
     PublicKey.objects.exclude(keyid=eve.keyid).update(created_at=timezone.now() - timedelta(hours=2))
+    for n, pk in enumerate(PublicKey.objects.order_by("pk").values_list("pk", flat=True)):  # a network each
+        PublicKey.objects.filter(pk=pk).update(registered_network=f"198.18.{n}.0/24")
     cells.refresh_all_cells()
     assert Submission.objects.get(pk=odd).model_held and not Submission.objects.get(pk=first).model_held

@@ -201,50 +201,6 @@ def test_it_quarantines_numbers_no_honest_run_gives_until_a_moderator_releases_t
     assert cell("01", 4).n_machines == 1
 
 
-def test_it_holds_every_conflicting_claim_until_one_is_backed_by_three_machines(
-    api: Api, ada: envelope.Signer, bob: envelope.Signer
-) -> None:
-    wrong = submit_and_refresh(api, ada, tg=ratio_run(100, 1.5), model={"file_type": "Q8_0"})
-    assert cell("01", 4).n_machines == 1, "one claim alone is no conflict"
-    honest = [bob, *(api.another_machine(bob, "bob", n) for n in (1, 2))]
-    submit_and_refresh(api, honest[0], tg=ratio_run(101, 1.6))
-    result = cell("01", 4)
-    assert (result.n_machines, result.excluded["held"]) == (0, 2), "both claims held, the first one included"
-    assert Submission.objects.get(pk=wrong.pk).held_back == ["model_conflict"]
-    submit_and_refresh(api, honest[1], tg=ratio_run(102, 1.6))
-    assert cell("01", 4).n_machines == 0, "two machines against one: still in dispute"
-    submit_and_refresh(api, honest[2], tg=ratio_run(103, 1.6))
-    result = cell("01", 4)
-    assert (result.n_machines, result.excluded["held"], result.quant) == (3, 1, "IQ2_XXS"), (
-        "named by the standing claim"
-    )
-    assert Submission.objects.get(pk=wrong.pk).state == "hidden"
-
-
-def test_a_withdrawal_of_the_conflicting_claim_lifts_the_hold(
-    api: Api, ada: envelope.Signer, bob: envelope.Signer
-) -> None:
-    wrong = submit_and_refresh(api, ada, tg=ratio_run(100, 1.5), model={"file_type": "Q8_0"})
-    submit_and_refresh(api, bob, tg=ratio_run(101, 1.6))
-    assert cell("01", 4).n_machines == 0
-    moderation.withdraw(wrong, b"{}")
-    cells.refresh_submission_cells(str(wrong.pk))
-    result = cell("01", 4)
-    assert (result.n_machines, result.excluded["held"], result.excluded["withdrawn"]) == (1, 0, 1)
-
-
-def test_a_moderator_decides_which_claim_about_a_file_is_true(
-    api: Api, ada: envelope.Signer, bob: envelope.Signer
-) -> None:
-    wrong = submit_and_refresh(api, ada, tg=ratio_run(100, 1.5), model={"file_type": "Q8_0"})
-    right = submit_and_refresh(api, bob, tg=ratio_run(101, 1.6))
-    moderation.decide_claim(right.model_file, AnonymousUser(), "the file's header says IQ2_XXS")
-    cells.refresh_submission_cells(str(right.pk))
-    result = cell("01", 4)
-    assert (result.n_machines, result.excluded["held"], result.speedup) == (1, 1, pytest.approx(1.6))
-    assert Submission.objects.get(pk=wrong.pk).held_back == ["model_conflict"]
-
-
 def test_it_refreshes_idempotently(api: Api, ada: envelope.Signer) -> None:
     submission = submit_and_refresh(api, ada)
     before = sorted(LeaderboardCell.objects.values_list("variant", "batch_size", "speedup", "n_submissions"))

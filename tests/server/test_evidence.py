@@ -82,12 +82,12 @@ def test_it_holds_a_rate_beyond_the_chips_memory_bandwidth(api: Api, ada: envelo
         {"n_params": 100_000_000_000},  # more parameters than its bytes can hold
     ],
 )
-def test_it_holds_a_model_whose_sizes_are_zero_or_disagree(
+def test_it_refuses_a_model_whose_sizes_are_zero_or_disagree(
     api: Api, ada: envelope.Signer, model: dict[str, Any]
 ) -> None:
-    submission = submitted(api, ada, model=model)
-    assert "quarantined" in submission.flags
-    assert cell().n_machines == 0 and cell().excluded["held"] == 1
+    response = api.submit(build_payload(model=model), ada)
+    assert response.status_code == 400 and response.json()["field"].startswith("model."), response.json()
+    assert not Submission.objects.exists()
 
 
 def test_a_new_keys_results_show_at_once_and_count_after_probation(

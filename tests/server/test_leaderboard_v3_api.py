@@ -4,15 +4,13 @@ names each row's machine (its key), commit and backend, with its own cell's verd
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import pytest
 from benchhub_protocol import envelope
 from django.test import Client
 
-from tests.conftest import Api
+from tests.conftest import Api, read_csv
 from tests.web import v3_site
 from tests.web.v3_site import judge
 
@@ -63,7 +61,7 @@ def test_the_csv_names_each_rows_machine_commit_and_backend_with_its_own_cells_v
     judge({"backend": "metal"}, verdict="faster")
     judge({"backend": "cuda"}, verdict="unclear")
     response = client.get("/api/v1/measurements.csv", {"campaign": "mv-ext-iquants", "variant": "01"})
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    rows = read_csv(b"".join(response.streaming_content).decode())
     assert {"machine", "commit", "backend", "verdict", "interval", "min_effect", "control"} <= set(rows[0])
     assert {(row["backend"], row["verdict"], row["control"]) for row in rows} == {
         ("metal", "faster", "false"),

@@ -3,7 +3,6 @@ CSV, the OpenAPI schema, and JSON errors."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 from pathlib import Path
@@ -16,7 +15,7 @@ from django.test import Client
 
 from benchhub.results import cells
 from benchhub.results.models import Submission
-from tests.conftest import PATCH_TEXT, Api, build_payload, persona
+from tests.conftest import PATCH_TEXT, Api, build_payload, persona, read_csv
 
 pytestmark = pytest.mark.django_db
 
@@ -108,7 +107,7 @@ def test_it_shows_a_submission_with_its_variants_checks_and_measurements(
 def test_it_exports_measurements_as_csv(client: Client, two_submissions: list[str]) -> None:
     response = client.get("/api/v1/measurements.csv", {"chip": "Apple M5 Pro"})
     assert response["Content-Type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    rows = read_csv(b"".join(response.streaming_content).decode())
     assert len(rows) == 4
     assert {row["submission"] for row in rows} == {two_submissions[0]}
     row = next(r for r in rows if r["variant"] == "01" and r["batch_size"] == "4")

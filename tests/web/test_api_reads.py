@@ -3,13 +3,11 @@ name, the published rows, and the CSV's extra columns with floats rounded to wha
 
 from __future__ import annotations
 
-import csv
-import io
-
 import pytest
 from django.test import Client
 
 from benchhub.results.models import LeaderboardCell, Submission
+from tests.conftest import read_csv
 
 pytestmark = pytest.mark.django_db
 LEADERBOARD = "/api/v1/leaderboard/"
@@ -82,7 +80,7 @@ def test_it_writes_the_csv_with_model_date_demo_checks_verdict_and_rounded_float
     client: Client, small_site: list[Submission]
 ) -> None:
     response = client.get("/api/v1/measurements.csv", {"chip": "apple-m1-8c", "quant": "iq3_xxs"})
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))  # type: ignore[attr-defined]
+    rows = read_csv(b"".join(response.streaming_content).decode())  # type: ignore[attr-defined]
     assert rows
     for column in (
         "model",

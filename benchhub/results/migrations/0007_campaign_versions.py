@@ -24,7 +24,7 @@ def sync_versions(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('results', '0004_measurement_group_newest'),
+        ("results", "0006_near_copies"),
     ]
 
     operations = [

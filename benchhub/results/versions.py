@@ -98,6 +98,8 @@ def sync(campaign_model: Any, version_model: Any = None) -> int:
                     published_at=row.published_at or ((opened or timezone.now()) if signature else None), **fields
                 )
         settle(campaign, version_model)
+        if version_model is CampaignVersion:  # a data migration's historical models have no cells to mark
+            mark_superseded(campaign.pk)
     return len(bundled)
 
 

@@ -86,6 +86,8 @@ LEADERBOARD = [
                     "i2": 0.42,
                     "verdict": "faster",
                     "min_effect": 0.02,
+                    "campaign_version": 1,
+                    "superseded": False,
                     "n_machines": 3,
                     "n_submissions": 4,
                     "n_contributors": 3,

@@ -24,7 +24,8 @@ SAMPLE_SLUG = "mv-ext-iquants"
 # (URL name, methods, what it is). tests/server/test_api_root.py checks that every route is here.
 ENDPOINTS: tuple[tuple[str, str, str], ...] = (
     ("campaigns", "GET", "Campaigns, each as the manifest an agent follows"),
-    ("campaign-detail", "GET", "One campaign's manifest"),
+    ("campaign-detail", "GET", "One campaign's manifest: its open version, signed"),
+    ("campaign-versions", "GET", "Every version of a campaign, with what each changed"),
     ("campaign-patch", "GET", "A patch file of a campaign"),
     ("leaderboard", "GET", "Leaderboard cells of a campaign (?campaign=<slug>, filters)"),
     ("reference-rows", "GET", "The patch authors' published rows (not signed, never in a cell)"),
@@ -42,6 +43,7 @@ ENDPOINTS: tuple[tuple[str, str, str], ...] = (
 )
 SAMPLE_ARGS = {
     "campaign-detail": [SAMPLE_SLUG],
+    "campaign-versions": [SAMPLE_SLUG],
     "campaign-patch": [SAMPLE_SLUG, "01-mv-ext-iquants.patch"],
     "submission-detail": [SAMPLE_ID],
     "api-submission-envelope": [SAMPLE_ID],

@@ -187,8 +187,6 @@ def check_against_campaign(payload: dict[str, Any]) -> tuple[Campaign, CampaignV
     if campaign is None:
         raise IngestError(400, "unknown_campaign", f"No campaign {payload['campaign']!r}.", "campaign")
     version = versions.version_for(campaign, payload, created_at_of(payload["created_at"]))
-    if version.state == CampaignVersion.State.CLOSED:
-        raise IngestError(400, "campaign_closed", f"Campaign {campaign.slug} takes no more results.", "campaign")
     repo, baseline = version.manifest["repo"], version.manifest["baseline"]
     if payload["llama_cpp"]["repo"] != repo:
         raise IngestError(400, "wrong_repo", f"Campaign {campaign.slug} measures {repo}.", "llama_cpp.repo")

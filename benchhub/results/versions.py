@@ -98,6 +98,8 @@ def sync(campaign_model: Any, version_model: Any = None) -> int:
                     published_at=row.published_at or ((opened or timezone.now()) if signature else None), **fields
                 )
         settle(campaign, version_model)
+        if version_model is CampaignVersion:  # a data migration's historical models have no cells to mark
+            mark_superseded(campaign.pk)
     return len(bundled)
 
 
@@ -167,8 +169,12 @@ def mark_superseded(campaign_id: int) -> None:
 
 def version_for(campaign: Campaign, payload: dict[str, Any], created_at: datetime) -> CampaignVersion:
     """The version a payload is judged by: the one its `campaign_digest` names, else the one open at
-    its created_at (docs/protocol.md, campaign versions); IngestError when there is none to run under."""
+    its created_at (docs/protocol.md, campaign versions); IngestError when there is none to run under,
+    or the campaign is closed."""
     signed = CampaignVersion.objects.filter(campaign=campaign).exclude(signature="")
+    newest = signed.order_by("-version").only("state").first()
+    if newest is not None and newest.state == State.CLOSED:
+        raise IngestError(400, "campaign_closed", f"Campaign {campaign.slug} takes no more results.", "campaign")
     named = payload.get("campaign_digest")
     if named is not None:
         found = CampaignVersion.objects.filter(campaign=campaign, digest=named).first()

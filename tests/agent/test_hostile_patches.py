@@ -188,6 +188,7 @@ def test_a_trusted_campaign_whose_patch_climbs_out_is_refused_end_to_end(tmp_pat
     )
     with running() as hostile:
         hostile.add_patch(0, "climbs.patch", text.encode())  # on the baseline, which is built first
+        hostile.sign()  # signed by the campaign key, and trusted by the user: the patch's own check still holds
         args = ["run", str(GEMMA), "--server", hostile.url, "--no-upload", "--backend", "cpu", "--llama-src", str(tiny)]
         listed = CliRunner().invoke(main, args)
         assert listed.exit_code == ExitCode.UNTRUSTED, listed.output

@@ -56,6 +56,7 @@ def test_an_edit_is_refused_and_a_new_version_keeps_every_cell_checkable(
     for handle in ("ada", "bob", "cole"):
         assert api.register(persona(handle), handle).status_code == 201
     _submit_three(api, 128, None, 0.0)
+    v1_digest = CampaignVersion.objects.get(campaign=campaign, version=1).digest
 
     # The edit of the issue: npp 128 -> 256 in the bundled file of a version three results ran under.
     for signed, why in ((False, "signature does not verify"), (True, r"referenced by 3 submission\(s\)")):
@@ -82,6 +83,8 @@ def test_an_edit_is_refused_and_a_new_version_keeps_every_cell_checkable(
     )
     publish_snapshot()
     script = load_script()
+    listed = script.parse_snapshot(script.download_snapshot(live_server.url)).versions["mv-ext-iquants"]
+    assert [(v.number, v.digest, v.cells) for v in listed] == [(1, v1_digest, 1), (2, v2.digest, 2)]
     assert script.main(["--server", live_server.url]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].endswith(" cells, 0 differ")
     rows = api.client.get("/api/v1/leaderboard/", {"campaign": "mv-ext-iquants"}).json()["rows"]

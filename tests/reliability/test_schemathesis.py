@@ -215,6 +215,7 @@ def web_routes(handle: str = "ada", chip: str = "chip", submission: str = "id") 
     """The site's routes, and the query parameters each view reads (request.GET in benchhub/web/)."""
     return {
         "/": _page(_in_query("campaign"), _in_query("variant")),
+        "/campaigns/{slug}/": _page(_in_path("slug", "mv-ext-iquants")),
         "/chips/{slug}/": _page(_in_path("slug", chip), _in_query("before", required=True)),
         "/submissions/{pk}/": _page(_in_path("pk", submission)),
         "/submissions/{pk}/envelope.json": _page(_in_path("pk", submission)),

@@ -106,3 +106,20 @@ def test_each_verb_refuses_in_one_sentence(campaign: Any, dev_key: Path, tmp_pat
         run("publish_campaign_version", str(unsigned))
     run("sign_campaign_version", str(unsigned), "--key", str(dev_key))
     assert "version 2 (open)" in run("publish_campaign_version", str(unsigned))
+
+
+def test_a_closed_campaign_takes_no_more_results_and_keeps_its_versions(
+    api: Any, ada: Any, payload_builder: Any, client: Client
+) -> None:
+    assert api.submit(payload_builder(), ada).status_code == 201
+    assert "Closed mv-ext-iquants at version 1." in run("close_campaign", "mv-ext-iquants")
+    refused = api.submit(payload_builder(), ada)
+    assert (refused.status_code, refused.json()["error"], refused.json()["field"]) == (
+        400,
+        "campaign_closed",
+        "campaign",
+    )
+    listed = client.get("/api/v1/campaigns/mv-ext-iquants/versions/").json()
+    assert [(v["version"], v["state"]) for v in listed] == [(1, "closed")]
+    with pytest.raises(CommandError, match="no published version to close"):
+        run("close_campaign", "few-row-mma")

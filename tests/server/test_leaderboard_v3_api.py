@@ -20,6 +20,7 @@ PROTOCOL_ROW_FIELDS = [
     *("chip", "gpu_cores", "model", "model_sha256", "quant", "variant", "commit", "batch_size"),
     *("baseline_tg_tps", "tg_tps", "speedup", "interval", "ci_low", "ci_high"),
     *("predict_low", "predict_high", "predict_level", "tau", "i2", "verdict", "min_effect"),
+    *("campaign_version", "superseded"),
     *("n_machines", "n_submissions", "n_contributors", "n_pending", "excluded"),
 ]
 EXCLUDED_REASONS = [

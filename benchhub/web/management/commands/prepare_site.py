@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from benchhub.api import snapshot, tasks
 from benchhub.results.campaigns import sync_campaigns
 from benchhub.results.models import Campaign
+from benchhub.results.versions import CampaignRefused
 from benchhub.web import wheel
 from benchhub.web.reference import ReferenceFileError, load_reference_rows
 
@@ -39,10 +40,10 @@ class Command(BaseCommand):
         verbosity = int(options["verbosity"])
         # migrate lists every migration it applies: shown only when asked for (-v 2).
         call_command("migrate", interactive=False, verbosity=max(verbosity - 1, 0), stdout=self.stdout)
-        campaigns = sync_campaigns(Campaign)
         try:
+            campaigns = sync_campaigns(Campaign)
             references = load_reference_rows()
-        except ReferenceFileError as error:
+        except (ReferenceFileError, CampaignRefused) as error:
             raise CommandError(str(error)) from error
         if wheel.is_current():
             built = "up to date"

@@ -175,7 +175,12 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 @click.option(
     "--max-reps",
     type=click.IntRange(1, 100),
-    help="Cap on rounds while the median cell is wider than min_effect/2 (default 30).",
+    help="Cap on rounds while a cell's verdict is not settled (default 30; whole cycles).",
+)
+@click.option(
+    "--max-minutes",
+    type=click.FloatRange(0.1, 600),
+    help="Time budget of the sweep in minutes (default: the campaign's, else 15): no cycle starts past it.",
 )
 @click.option("--npp", type=click.IntRange(1, 100000), help="Prompt tokens per sequence (default: the campaign's).")
 @click.option("--ntg", type=click.IntRange(1, 100000), help="Generated tokens per sequence (default: the campaign's).")
@@ -212,6 +217,7 @@ def run(
     batch_sizes: tuple[int, ...] | None,
     reps: int | None,
     max_reps: int | None,
+    max_minutes: float | None,
     npp: int | None,
     ntg: int | None,
     gen_tokens: int,
@@ -261,6 +267,7 @@ def run(
         batch_sizes=batch_sizes,
         reps=reps,
         max_reps=max_reps,
+        max_seconds=max_minutes * 60 if max_minutes else None,
         npp=npp,
         ntg=ntg,
         gen_tokens=gen_tokens,

@@ -33,6 +33,7 @@ class RunOptions:
     batch_sizes: tuple[int, ...] | None = None
     reps: int | None = None
     max_reps: int | None = None
+    max_seconds: float | None = None
     npp: int | None = None
     ntg: int | None = None
     gen_tokens: int = 96
@@ -102,7 +103,7 @@ def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettin
         batch_sizes=options.batch_sizes or tuple(int(size) for size in defaults["batch_sizes"]),
         reps=reps,
         max_reps=max(reps, options.max_reps or sweep.DEFAULT_MAX_ROUNDS),
-        max_seconds=float(defaults.get("max_seconds") or sweep.DEFAULT_MAX_SECONDS),
+        max_seconds=options.max_seconds or float(defaults.get("max_seconds") or sweep.DEFAULT_MAX_SECONDS),
         min_effect=plan.min_effect if plan.min_effect is not None else DEFAULT_MIN_EFFECT,
         flash_attn=bool(defaults.get("flash_attn", True)),
         n_gpu_layers=int(defaults.get("n_gpu_layers", 99)),

@@ -203,10 +203,11 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
         progress.update(entry.name)
         correctness.append(checks.correctness(entry, backend, op, logs))
 
-    progress.start(
-        f"Sweep: llama-batched-bench, batch sizes {','.join(map(str, settings.batch_sizes))}, whole cycles of "
-        f"{len(bins)} rounds until every cell is settled at ±{settings.min_effect * 100:g}% "
-        f"(at most {settings.max_reps} rounds or {settings.max_seconds / 60:.0f} min)"
+    progress.start("Sweep")
+    progress.note(
+        f"  llama-batched-bench, batch sizes {','.join(map(str, settings.batch_sizes))}: whole cycles of "
+        f"{len(bins)} rounds until every cell's verdict is settled at ±{settings.min_effect * 100:g}%, "
+        f"at most {settings.max_reps} rounds or {settings.max_seconds / 60:.0f} min"
     )
     runs, sweep_flags, states, stop = sweep.run_sweep(
         [(b.name, b.bin_dir, b.env) for b in bins],

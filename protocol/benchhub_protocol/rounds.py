@@ -327,7 +327,9 @@ def judge_cell(
     """The cell's verdict at the look after `look` cycles. Centre: the submission's estimate (the median of
     its cycles' ratios). Standard error: the per-process spread of this batch size over the whole cycles
     (_balanced_spread: the residual of log speed after round, variant and position, with its degrees of
-    freedom, many more than the cycles' own), as the median of m cycle means of k round ratios carries it:
+    freedom, many more than the cycles' own; cycles with a disturbed run, see disturbed_rounds, left out of
+    the spread while another cycle remains, as the median keeps them from the centre), as the median of m
+    cycle means of k round ratios carries it:
     sqrt(f * 2 sigma^2 / (k m)), f = pi/2 from 3 cycles on (cycles.MEDIAN_VARIANCE_FACTOR), plus the
     run-to-run term. Quantile: Student's t at look_level(look). None without a whole cycle."""
     counted = cycle_runs(runs)
@@ -335,7 +337,7 @@ def judge_cell(
     if found is None:
         return None
     k = len({run["variant"] for run in counted})
-    fitted = _balanced_spread(list(counted), batch_size)
+    fitted = _balanced_spread(_undisturbed(counted), batch_size) or _balanced_spread(list(counted), batch_size)
     if fitted is not None:
         spread, df, _ = fitted
         factor = MEDIAN_VARIANCE_FACTOR if found.n_cycles >= 3 else 1.0
@@ -352,6 +354,16 @@ def judge_cell(
     settled = low > 1 + threshold or high < 1 - threshold or (low >= 1 - threshold and high <= 1 + threshold)
     verdict = stats.decide(found.ratio, low, high, min_effect)
     return CellVerdict(variant, batch_size, found, low, high, spread, df, verdict, settled)
+
+
+def _undisturbed(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of the whole cycles in which no run was disturbed (all of them if every cycle was)."""
+    batch_sizes = sorted({row["batch_size"] for run in runs for row in run["rows"]})
+    hit = {item.rep for item in disturbed_rounds(runs, batch_sizes)}
+    if not hit:
+        return list(runs)
+    kept = {rep for block in whole_cycles(runs) if not hit & set(block) for rep in block}
+    return [run for run in runs if run["rep"] in kept] if kept else list(runs)
 
 
 def judge_sweep(

@@ -9,7 +9,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchhub_protocol.rounds import DEFAULT_MIN_EFFECT, TARGET_SHARE_OF_MIN_EFFECT, disturbed_rounds, judge_sweep
+from benchhub_protocol.rounds import (
+    DEFAULT_MIN_EFFECT,
+    MAX_ROUNDS,
+    TARGET_SHARE_OF_MIN_EFFECT,
+    disturbed_rounds,
+    judge_sweep,
+    max_looks,
+)
 from benchhub_protocol.stats import verdict_label
 
 
@@ -39,7 +46,9 @@ def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
     medians = _medians(runs)
     baseline = payload["variants"][0]["name"]
     min_effect = min_effect_of(payload)
-    verdicts = judge_sweep(runs, baseline, payload["sweep"]["batch_sizes"], min_effect)
+    stop = payload["sweep"].get("stop") or {}
+    looks = max_looks(int(stop.get("max_rounds") or MAX_ROUNDS), len(payload["variants"]))
+    verdicts = judge_sweep(runs, baseline, payload["sweep"]["batch_sizes"], min_effect, looks)
     rows = []
     for variant in payload["variants"]:
         for size in payload["sweep"]["batch_sizes"]:

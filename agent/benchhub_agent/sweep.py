@@ -26,7 +26,7 @@ from benchhub_protocol.rounds import (
     cycles_to_settle,
     high_spread,
     judge_sweep,
-    settled,
+    stop_reason,
     sweep_differences,
 )
 
@@ -200,7 +200,7 @@ def expected_cycles(
 ) -> tuple[int, int]:
     """The cycles the rule is expected to need in all: the slowest cell's first settled look
     (rounds.cycles_to_settle) at its spread as measured and at 1.5 times it, at most the cap."""
-    verdicts = judge_sweep(runs, baseline, settings.batch_sizes, settings.min_effect)
+    verdicts = judge_sweep(runs, baseline, settings.batch_sizes, settings.min_effect, cap_cycles)
     low = high = 1
     for found in verdicts.values():
         if found is None or found.spread is None:
@@ -276,16 +276,13 @@ def run_sweep(
         cycle_seconds = elapsed / cycle
         if cycle < min_cycles:
             continue
-        if settled(judge_sweep(runs, names[0], settings.batch_sizes, settings.min_effect, cycle)):
-            reason = "settled"
-        elif cycle >= cap_cycles:
-            reason = "rounds"
-        elif elapsed + cycle_seconds > settings.max_seconds:
-            reason = "time"
-        else:
-            expected = expected_cycles(runs, names[0], settings, k, cap_cycles)
-            continue
-        break
+        found = stop_reason(
+            runs, names[0], settings.batch_sizes, settings.min_effect, cap_cycles, elapsed, settings.max_seconds
+        )
+        if found:
+            reason = found
+            break
+        expected = expected_cycles(runs, names[0], settings, k, cap_cycles)
     flags = []
     sweep = {"runs": runs, "batch_sizes": list(settings.batch_sizes)}
     if not quick and reason != "settled":

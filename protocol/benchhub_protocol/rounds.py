@@ -276,13 +276,19 @@ def cycle_orders(variants: Sequence[str], seed: int, cycle: int) -> list[list[st
     return [[symbols[(rows[r] + columns[p]) % k] for p in range(k)] for r in range(k)]
 
 
-def look_level(look: int) -> float:
-    """The two-sided error the interval may spend at the look after cycle `look` (1-based):
-    STOP_ALPHA * 6 / (pi^2 look^2). These add up to STOP_ALPHA over all looks, so by the union bound a
-    cell's intervals hold at every look together with probability at least 95%, however many cycles
-    run and whenever the rule stops: the verdict read where the sweep stopped is as safe as a fixed-length
-    one (an alpha-spending, Bonferroni-over-looks correction)."""
-    return STOP_ALPHA * 6 / (math.pi**2 * look**2)
+def max_looks(max_rounds: int, n_variants: int) -> int:
+    """How many times a sweep capped at max_rounds can look: once after each whole cycle."""
+    return max(1, max_rounds // max(1, n_variants))
+
+
+def look_level(looks: int) -> float:
+    """The two-sided error each look's interval may spend when a sweep can look `looks` times (the cap's
+    whole cycles, max_looks): STOP_ALPHA / looks. By the union bound (Bonferroni over the looks), a cell's
+    intervals then hold at every look together with probability at least 95%, whenever the rule stops and
+    whether the time budget ends it sooner: the verdict read where the sweep stopped is as safe as a
+    fixed-length sweep's. Spread evenly, not front-loaded: bench/stopping.py found that at the measured noise
+    the rule stops in the middle looks, where an even split leaves the interval narrower."""
+    return STOP_ALPHA / max(1, looks)
 
 
 _QUANTILES: dict[tuple[float, int], float] = {}
@@ -322,16 +328,17 @@ def cycle_runs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def judge_cell(
-    runs: Sequence[dict[str, Any]], variant: str, baseline: str, batch_size: int, min_effect: float, look: int
+    runs: Sequence[dict[str, Any]], variant: str, baseline: str, batch_size: int, min_effect: float, looks: int
 ) -> CellVerdict | None:
-    """The cell's verdict at the look after `look` cycles. Centre: the submission's estimate (the median of
-    its cycles' ratios). Standard error: the per-process spread of this batch size over the whole cycles
-    (_balanced_spread: the residual of log speed after round, variant and position, with its degrees of
-    freedom, many more than the cycles' own; cycles with a disturbed run, see disturbed_rounds, left out of
-    the spread while another cycle remains, as the median keeps them from the centre), as the median of m
-    cycle means of k round ratios carries it:
+    """The cell's verdict at a look of a sweep that can look `looks` times (max_looks).
+
+    Centre: the submission's estimate (the median of its cycles' ratios). Standard error: the per-process
+    spread of this batch size over the whole cycles (_balanced_spread: the residual of log speed after
+    round, variant and position, with many more degrees of freedom than the cycles' own; cycles with a
+    disturbed run, see disturbed_rounds, stay out of the spread while another cycle remains, as the median
+    keeps them from the centre), as the median of m cycle means of k round ratios carries it:
     sqrt(f * 2 sigma^2 / (k m)), f = pi/2 from 3 cycles on (cycles.MEDIAN_VARIANCE_FACTOR), plus the
-    run-to-run term. Quantile: Student's t at look_level(look). None without a whole cycle."""
+    run-to-run term. Quantile: Student's t at look_level(looks). None without a whole cycle."""
     counted = cycle_runs(runs)
     found = submission_estimate(counted, variant, baseline, batch_size)
     if found is None:
@@ -346,7 +353,7 @@ def judge_cell(
         spread, df, standard_error = None, found.df, found.log_se
     else:
         return None
-    quantile = _quantile(1 - look_level(max(1, look)) / 2, df)
+    quantile = _quantile(1 - look_level(looks) / 2, df)
     margin = quantile * math.sqrt(standard_error**2 + RUN_TO_RUN_SD**2)
     centre = math.log(found.ratio)
     low, high = math.exp(centre - margin), math.exp(centre + margin)
@@ -371,15 +378,15 @@ def judge_sweep(
     baseline: str,
     batch_sizes: Sequence[int],
     min_effect: float,
-    look: int | None = None,
+    looks: int | None = None,
 ) -> dict[tuple[str, int], CellVerdict | None]:
-    """Every non-baseline cell's verdict, keyed by (variant, batch size). `look` defaults to the number of
-    whole cycles (the look after the last cycle)."""
-    if look is None:
-        look = len(whole_cycles(runs))
+    """Every non-baseline cell's verdict, keyed by (variant, batch size); `looks` defaults to what the
+    protocol's round cap allows."""
     variants = dict.fromkeys(run["variant"] for run in runs if run["variant"] != baseline)
     return {
-        (variant, size): judge_cell(runs, variant, baseline, size, min_effect, look)
+        (variant, size): judge_cell(
+            runs, variant, baseline, size, min_effect, looks or max_looks(MAX_ROUNDS, len(variants) + 1)
+        )
         for variant in variants
         for size in batch_sizes
     }
@@ -388,6 +395,28 @@ def judge_sweep(
 def settled(verdicts: dict[tuple[str, int], CellVerdict | None]) -> bool:
     """The stop: every cell has a verdict and every one is settled."""
     return bool(verdicts) and all(found is not None and found.settled for found in verdicts.values())
+
+
+def stop_reason(
+    runs: Sequence[dict[str, Any]],
+    baseline: str,
+    batch_sizes: Sequence[int],
+    min_effect: float,
+    cap_cycles: int,
+    elapsed: float,
+    max_seconds: float,
+) -> str | None:
+    """The stop, looked at after each whole cycle: "settled" when every cell is (judged at look_level of
+    cap_cycles looks), else "rounds" when the cap leaves no room for another cycle, else "time" when another
+    cycle, at the mean cycle's length so far, would end past max_seconds; None: run another cycle."""
+    cycles = len(whole_cycles(runs))
+    if settled(judge_sweep(runs, baseline, batch_sizes, min_effect, cap_cycles)):
+        return "settled"
+    if cycles >= cap_cycles:
+        return "rounds"
+    if cycles and elapsed + elapsed / cycles > max_seconds:
+        return "time"
+    return None
 
 
 def cycles_to_settle(spread: float, centre: float, k: int, min_effect: float, limit: int) -> int | None:
@@ -399,7 +428,7 @@ def cycles_to_settle(spread: float, centre: float, k: int, min_effect: float, li
         factor = MEDIAN_VARIANCE_FACTOR if m >= 3 else 1.0
         standard_error = math.sqrt(factor * 2 * spread**2 / (k * m))
         n = m * k  # rounds; the spread's degrees of freedom as _balanced_spread counts them
-        margin = _quantile(1 - look_level(m) / 2, max(1, n * k - n - 2 * (k - 1))) * math.sqrt(
+        margin = _quantile(1 - look_level(limit) / 2, max(1, n * k - n - 2 * (k - 1))) * math.sqrt(
             standard_error**2 + RUN_TO_RUN_SD**2
         )
         if abs(centre) + margin <= threshold or abs(centre) - margin > threshold:

@@ -7,6 +7,7 @@ together), and the verdict is the site's rule (benchhub_protocol.stats.decide) a
 from __future__ import annotations
 
 import statistics
+import textwrap
 from typing import Any
 
 from benchhub_protocol.rounds import (
@@ -18,6 +19,8 @@ from benchhub_protocol.rounds import (
     max_looks,
 )
 from benchhub_protocol.stats import verdict_label
+
+WIDTH = 80  # the final table fits a default terminal
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
@@ -134,8 +137,14 @@ def table(payload: dict[str, Any]) -> str:
         body.append(f"{names[0]} only: no change to show.")
     for name in names[1:]:
         body += ["", *_variant_block(name, names[0], [c for c in all_cells if c["variant"] == name])]
-    disturbed = disturbance_lines(payload)
-    return "\n".join([*title, *body, *(["", *disturbed] if disturbed else []), "", *status_lines(payload)])
+    disturbed = [_wrapped(line) for line in disturbance_lines(payload)]
+    status = [_wrapped(line) for line in status_lines(payload)]
+    return "\n".join([*title, *body, *(["", *disturbed] if disturbed else []), "", *status])
+
+
+def _wrapped(line: str) -> str:
+    """A sentence in lines of at most WIDTH columns, the later ones indented."""
+    return textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
 
 
 def _generation_text(outputs: list[dict[str, Any]], baseline_outputs: list[dict[str, Any]], is_baseline: bool) -> str:

@@ -34,7 +34,11 @@ HIGH_SPREAD = 0.05
 # day), added in quadrature to the within-sweep standard error.
 RUN_TO_RUN_SD = 0.002
 MIN_ROUNDS = 2  # one round has no spread to speak of: it is never a standard run
-MAX_ROUNDS = 30  # a submission with more rounds is refused (docs/protocol.md, cells)
+# A submission with more rounds is refused (docs/protocol.md, cells). 60 since issue 44: at the per-process
+# spread measured on an H100 with an 8B model (1.0-1.4%), the stop needs 7-14 cycles of 3 rounds
+# (bench/stopping.py); 60 rounds of 3 variants and 9 batch sizes are about 200 KB of payload (18 rounds
+# were 59 KB), well inside BENCHHUB_MAX_BODY_BYTES (1 MiB) and the schema's 512 runs.
+MAX_ROUNDS = 60
 STOP_ALPHA = 0.05  # each cell's interval holds at every look together, 95% (see `look_level`)
 DEFAULT_MAX_SECONDS = 15 * 60  # of sweep, where the campaign states no `max_seconds`
 
@@ -340,11 +344,23 @@ def judge_cell(
     sqrt(f * 2 sigma^2 / (k m)), f = pi/2 from 3 cycles on (cycles.MEDIAN_VARIANCE_FACTOR), plus the
     run-to-run term. Quantile: Student's t at look_level(looks). None without a whole cycle."""
     counted = cycle_runs(runs)
+    return _judge(counted, _undisturbed(counted), variant, baseline, batch_size, min_effect, looks)
+
+
+def _judge(
+    counted: list[dict[str, Any]],
+    spread_runs: list[dict[str, Any]],
+    variant: str,
+    baseline: str,
+    batch_size: int,
+    min_effect: float,
+    looks: int,
+) -> CellVerdict | None:
     found = submission_estimate(counted, variant, baseline, batch_size)
     if found is None:
         return None
     k = len({run["variant"] for run in counted})
-    fitted = _balanced_spread(_undisturbed(counted), batch_size) or _balanced_spread(list(counted), batch_size)
+    fitted = _balanced_spread(spread_runs, batch_size) or _balanced_spread(counted, batch_size)
     if fitted is not None:
         spread, df, _ = fitted
         factor = MEDIAN_VARIANCE_FACTOR if found.n_cycles >= 3 else 1.0
@@ -364,13 +380,20 @@ def judge_cell(
 
 
 def _undisturbed(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The runs of the whole cycles in which no run was disturbed (all of them if every cycle was)."""
+    """The runs of the whole cycles in which no run was disturbed, where those cycles are a strict majority:
+    only then does the median over cycles lie among the undisturbed cycles' ratios, so that their spread
+    speaks for it. Otherwise all the runs (a disturbed cycle then widens the interval, and the sweep goes on:
+    with 1 of 2 cycles disturbed, the median of two is their mean, which the disturbance moves)."""
     batch_sizes = sorted({row["batch_size"] for run in runs for row in run["rows"]})
     hit = {item.rep for item in disturbed_rounds(runs, batch_sizes)}
     if not hit:
         return list(runs)
-    kept = {rep for block in whole_cycles(runs) if not hit & set(block) for rep in block}
-    return [run for run in runs if run["rep"] in kept] if kept else list(runs)
+    blocks = whole_cycles(runs)
+    clean = [block for block in blocks if not hit & set(block)]
+    if 2 * len(clean) <= len(blocks):
+        return list(runs)
+    kept = {rep for block in clean for rep in block}
+    return [run for run in runs if run["rep"] in kept]
 
 
 def judge_sweep(
@@ -383,10 +406,11 @@ def judge_sweep(
     """Every non-baseline cell's verdict, keyed by (variant, batch size); `looks` defaults to what the
     protocol's round cap allows."""
     variants = dict.fromkeys(run["variant"] for run in runs if run["variant"] != baseline)
+    counted = cycle_runs(runs)
+    spread_runs = _undisturbed(counted)
+    looks = looks or max_looks(MAX_ROUNDS, len(variants) + 1)
     return {
-        (variant, size): judge_cell(
-            runs, variant, baseline, size, min_effect, looks or max_looks(MAX_ROUNDS, len(variants) + 1)
-        )
+        (variant, size): _judge(counted, spread_runs, variant, baseline, size, min_effect, looks)
         for variant in variants
         for size in batch_sizes
     }

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-_BENCH = r'''#!{python}
+_BENCH = r"""#!{python}
 import json, math, random, sys
 config = json.load(open({config!r}))
 state = {state!r}
@@ -29,13 +29,17 @@ for size in sizes:
         "n_gpu_layers": 99, "n_threads": 2, "n_threads_batch": 2, "pp": 128, "tg": 32, "pl": size,
         "n_kv": 160 * size, "t_pp": 0.01, "speed_pp": 12800.0, "t_tg": 32 * size / tg, "speed_tg": tg,
         "t": 0.02, "speed": 8000.0}}))
-'''
+"""
 
-_COMPLETION = r'''#!/bin/sh
-case "$*" in *--version*) echo "version: 1 (build 1, commit 0c1e570)" >&2; echo "built with cc (GCC) 13 for x86_64-linux-gnu" >&2; exit 0;; esac
+_COMPLETION = r"""#!/bin/sh
+case "$*" in *--version*)
+  echo "version: 1 (build 1, commit 0c1e570)" >&2
+  echo "built with cc (GCC) 13 for x86_64-linux-gnu" >&2
+  exit 0;;
+esac
 echo "The sea is wide and deep, and every wave that comes to shore carries sand, shells and light."
 echo "llama_perf_context_print:        eval time =      10.00 ms /    96 runs   (    0.10 ms per token)" >&2
-'''
+"""
 
 
 def make(

@@ -31,6 +31,7 @@ from . import (
     doctor,
     keys,
     machine,
+    model,
     outbox,
     pipeline,
     preflight,
@@ -246,6 +247,7 @@ def run(
             "or keep the result local with --no-upload.",
         )
     preflight.refuse_rosetta()
+    model.read_gguf(model_path)  # a file that is no model stops here, before anything is registered or built
     upload = bool(server) and not no_upload
     interactive = sys.stdin.isatty() and not as_json
     dirs = home()
@@ -254,6 +256,12 @@ def run(
     plan = preflight.load_campaign(campaign_slug, server, upload, dirs, progress)
     ask = _asker(interactive)
     preflight.confirm_code(plan, trust_campaign, bool(variants), interactive, _say, ask)
+    counts, counted_as = preflight.what_it_counts_as(
+        plan, pipeline.detect_backend(backend), bool(llama_src or variants)
+    )
+    _say(counted_as)
+    if interactive and not yes and not ask("Build and measure?" if counts else "Build and measure anyway?"):
+        raise AgentError(ExitCode.DECLINED, "Not started: nothing was built or measured.")
     if upload and server:
         _ensure_registered(server, handle, interactive)
     preflight.confirm_power(machine.run_state(), yes, interactive, _say, ask)

@@ -147,7 +147,9 @@ def rows_missing(runs: Sequence[dict[str, Any]], batch_sizes: Sequence[int]) -> 
     return any(run["exit_code"] != 0 or len(run["rows"]) < len(batch_sizes) for run in runs)
 
 
-def _row_reporter(label: str, n_warmup: int, report: Callable[[str, float | None], None]) -> Callable[[str], None]:
+def _row_reporter(
+    label: str, eta: str, n_warmup: int, report: Callable[[str, float | None], None]
+) -> Callable[[str], None]:
     """Shows each row's decode speed as batched-bench prints it, warm-up rows marked."""
     printed = 0
 
@@ -157,7 +159,7 @@ def _row_reporter(label: str, n_warmup: int, report: Callable[[str, float | None
         if rows:
             printed += 1
             stage = "warm-up " if printed <= n_warmup else ""
-            report(f"{label}, {stage}batch {rows[0]['batch_size']}: {rows[0]['tg_tps']:.1f} t/s", None)
+            report(f"{label}, {stage}batch {rows[0]['batch_size']}: {rows[0]['tg_tps']:.1f} t/s, {eta}", None)
 
     return on_line
 
@@ -173,15 +175,14 @@ class _Round:
     report: Callable[[str, float | None], None]
     require_offload: str | None
 
-    def run(self, name: str, rep: int, seq: int, where: str) -> dict[str, Any]:
+    def run(self, name: str, rep: int, seq: int, where: str, eta: str) -> dict[str, Any]:
         bin_dir, env = self.variants[name]
-        label = f"{where}, {name}"
-        self.report(label, None)
+        self.report(f"{where}, {eta}", None)
         done = run_tool(
             batched_bench_args(bin_dir / "llama-batched-bench", self.model, self.settings),
             self.log_dir / f"batched-bench-{seq:03d}-{name}-rep{rep}",
             env=env,
-            on_line=_row_reporter(label, len(self.settings.warmup_sizes), self.report),
+            on_line=_row_reporter(where, eta, len(self.settings.warmup_sizes), self.report),
         )
         if self.require_offload:
             check_offload(done.stderr, self.require_offload, name, self.settings.n_gpu_layers)
@@ -264,9 +265,10 @@ def run_sweep(
             rep = cycle * k + index + 1
             left = settings.max_seconds - (time.monotonic() - started)
             eta = eta_text(cycle, expected, cycle_seconds, left)
-            where = f"cycle {cycle + 1}, round {rep} (cap {cap_cycles * k}), {eta}"
             for name in order:
-                runs.append(rounds.run(name, rep, len(runs) + 1, where))
+                # The round and the variant first: a narrow terminal cuts the middle of the line.
+                where = f"round {rep} of at most {cap_cycles * k} (cycle {cycle + 1}), {name}"
+                runs.append(rounds.run(name, rep, len(runs) + 1, where, eta))
             if quick:
                 break
         cycle += 1

@@ -111,7 +111,7 @@ def test_the_readme_quotes_the_constants_of_the_code() -> None:
 def test_the_progress_line_fits_an_80_column_terminal() -> None:
     from benchhub_agent.progress import fit
 
-    line = "Sweep: cycle 3, round 7 (cap 60), ETA 3-6 min, 01+02, warm-up batch 2: 1234.5 t/s, a long tail [1:02]"
+    line = "Sweep: round 7 of at most 60 (cycle 3), 01+02, warm-up batch 2: 1234.5 t/s, ETA 3-6 min [1:02]"
     assert len(fit(line, 79)) == 79 and fit(line, 79).endswith("[1:02]") and fit("short", 79) == "short"
 
 

@@ -107,7 +107,7 @@ def test_it_runs_whole_cycles_in_the_seeds_order_and_records_an_abort_with_its_e
     assert sorted(row["batch_size"] for row in kept["rows"]) == [1, 2, 4]  # rows outside the sweep are dropped
     assert flags == ["target_not_reached", "sweep_row_missing"]  # 01 has no cell at all: nothing settles
     assert stop["stop_reason"] == "rounds"
-    assert any("cycle 1, round 1" in detail and "upstream, warm-up batch 1" in detail for detail in seen)
+    assert any("round 1 of at most 2 (cycle 1), upstream, warm-up batch 1" in detail for detail in seen)
     first_01 = next(run for run in runs if run["variant"] == "01")
     log = tmp_path / "logs" / f"batched-bench-{first_01['seq']:03d}-01-rep{first_01['rep']}.cmd"
     assert log.read_text().startswith("GGML_X=1 ")

@@ -390,12 +390,21 @@ def withdraw(submission_id: str, server: str | None) -> None:
 def doctor_command(backend: str, server: str | None) -> None:
     """What a run needs that this machine lacks, each with the fix; what it would report about this machine
     (an unknown reading is a warning); and whether the server answers."""
-    found = doctor.checks(home().cache, pipeline.detect_backend(backend), _server(server))
+    try:
+        checked, bad_url = _server(server), None
+    except AgentError as error:  # a malformed URL is one row of the table, not the end of it
+        checked, bad_url = None, doctor.Check("server", False, error.message, "pass the site's https:// address")
+    found = doctor.checks(home().cache, pipeline.detect_backend(backend), checked)
+    if bad_url:
+        found = [check for check in found if check.name != "server"] + [bad_url]
     for check in found:
         hint = f"\n      fix: {check.fix}" if not check.ok else f"\n      note: {check.fix}" if check.warn else ""
         click.echo(f"[{check.mark}] {check.name}: {check.detail}{hint}")
-    if not all(check.ok for check in found):
+    # The exit code is the table's: a missing tool is 7, a server that does not answer (all else fine) 8.
+    if any(not check.ok for check in found if check.name != "server"):
         raise AgentError(ExitCode.MISSING_TOOL, "Some requirements are missing (see above).")
+    if not all(check.ok for check in found):
+        raise AgentError(ExitCode.UPLOAD, "The server cannot be reached or refused (see above); the rest is ready.")
 
 
 @main.group(epilog=SEE_EXIT_CODES, invoke_without_command=True)

@@ -237,8 +237,9 @@ def run(
     did not ship with this agent shown and confirmed), this key's registration and the power state.
 
     How long: the first build takes 5-10 minutes (later runs reuse it), the correctness check 1-2
-    minutes, and the sweep adds rounds until its target, at most 30 rounds or 15 minutes (an H200 at
-    the campaign's defaults: 3 minutes); a CPU-only build can take 40 minutes or more."""
+    minutes, and the sweep adds whole cycles until every cell's verdict is settled, at most 60 rounds or
+    15 minutes (an H100 with an 8B model: about 7 minutes; the progress line shows the expected range);
+    a CPU-only build can take 40 minutes or more."""
     server = _server(server)
     if not server and not no_upload:
         raise AgentError(

@@ -5,13 +5,16 @@ nor goes unnamed."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from benchhub_agent import report, sweep
+from benchhub_agent.cli import main
 from benchhub_agent.sweep import SweepSettings
 from benchhub_protocol import cycles, rounds, schema
+from click.testing import CliRunner
 
 from tests.agent import fake_machine
 
@@ -136,3 +139,28 @@ def test_the_stop_is_judged_at_the_level_the_cap_allows() -> None:
     assert needed is not None and needed <= 10
     # The 1B model's 3.1% does not: the table in docs/method.md says so.
     assert rounds.cycles_to_settle(0.031, 0.0, 3, 0.02, rounds.max_looks(rounds.MAX_ROUNDS, 3)) is None
+
+
+GEMMA = Path(os.environ.get("BENCHHUB_FIXTURES", Path.home() / ".cache/benchhub-fixtures")) / "gemma-3-270m-q4_k_m.gguf"
+
+
+def test_a_cpu_run_says_what_it_counts_as_first_shows_variant_and_round_and_fits_80_columns(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    """A newcomer's CPU run, on the fake machine: before anything is built it says the run cannot count
+    (no device backend, so correctness is not_run) and that its own binaries are flagged local_source; the
+    progress names the variant and the round; the table fits 80 columns."""
+    if not GEMMA.is_file():
+        pytest.fail(f"{GEMMA} is missing: run `make fixtures` (scripts/fixtures.sh).")
+    bins = fake_machine.make(tmp_path / "m", dict.fromkeys(NAMES, 1.0), sigma=0.001)
+    args = ["run", str(GEMMA), "--backend", "cpu", "--no-upload", "--yes", "--batch-sizes", "1,2,4"]
+    for name in NAMES:
+        args += ["--variant", f"{name}={bins[name]}"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    text = done.output
+    said = text.index("this cpu run will be an excluded row")
+    assert said < text.index("Reading the model") and "local_source" in text[said : said + 400]
+    assert "round 1 of at most 60 (cycle 1), " in text and "Sweep: round 4 of at most 60 (cycle 2)" in text
+    table_part = text[text.index("Decode t/s") : text.index("Signed result")]
+    assert max(len(line) for line in table_part.splitlines()) <= 80, table_part

@@ -164,3 +164,14 @@ def test_a_cpu_run_says_what_it_counts_as_first_shows_variant_and_round_and_fits
     assert "round 1 of at most 60 (cycle 1), " in text and "Sweep: round 4 of at most 60 (cycle 2)" in text
     table_part = text[text.index("Decode t/s") : text.index("Signed result")]
     assert max(len(line) for line in table_part.splitlines()) <= 80, table_part
+
+
+def test_the_method_page_quotes_the_worlds_the_simulation_runs() -> None:
+    """docs/method.md's table comes from `python -m bench.stopping` (300 sweeps a world, seed 44): one row a
+    world, at the spread and process time the simulation uses."""
+    from bench import stopping
+
+    page = (Path(__file__).parents[2] / "docs" / "method.md").read_text()
+    for world in stopping.WORLDS:
+        assert f"({world.sigma * 100:.2f}%, {world.process_s:g} s)" in page, world
+    assert f"cap {rounds.MAX_ROUNDS}" in page

@@ -29,7 +29,7 @@ def settings(ntg: int) -> SweepSettings:
 
 def correlation(xs, ys):
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
     sxx = sum((x - mx) ** 2 for x in xs)
     syy = sum((y - my) ** 2 for y in ys)
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else float("nan")
@@ -46,7 +46,9 @@ def summarise(procs):
             mean = statistics.fmean(logs)
             offsets[size] = [value - mean for value in logs]
     pairs = [correlation(offsets[a], offsets[b]) for a, b in itertools.combinations(offsets, 2)]
-    neighbours = [correlation(offsets[a], offsets[b]) for a, b in zip(SIZES, SIZES[1:]) if a in offsets and b in offsets]
+    neighbours = [
+        correlation(offsets[a], offsets[b]) for a, b in itertools.pairwise(SIZES) if a in offsets and b in offsets
+    ]
     sigma = statistics.median(per_size.values()) if per_size else None
     seconds = statistics.median(p["seconds"] for p in procs)
     cycles = R.cycles_to_settle(sigma, 0.0, VARIANTS, R.DEFAULT_MIN_EFFECT, 30) if sigma else None

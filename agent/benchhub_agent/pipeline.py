@@ -102,7 +102,8 @@ def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettin
         ntg=options.ntg or int(defaults["ntg"]),
         batch_sizes=options.batch_sizes or tuple(int(size) for size in defaults["batch_sizes"]),
         reps=reps,
-        max_reps=max(reps, options.max_reps or sweep.DEFAULT_MAX_ROUNDS),
+        # Never past the protocol's cap: the service refuses a submission with more rounds.
+        max_reps=min(max(reps, options.max_reps or sweep.DEFAULT_MAX_ROUNDS), sweep.DEFAULT_MAX_ROUNDS),
         max_seconds=options.max_seconds or float(defaults.get("max_seconds") or sweep.DEFAULT_MAX_SECONDS),
         min_effect=plan.min_effect if plan.min_effect is not None else DEFAULT_MIN_EFFECT,
         flash_attn=bool(defaults.get("flash_attn", True)),

@@ -80,8 +80,18 @@ def _percent(ratio: float) -> str:
     return "±0.0%" if round(change, 1) == 0 else f"{change:+.1f}%"
 
 
+def _bound(ratio: float) -> str:
+    """An interval's end as a change; past -90% or +900% only its side, so that a cycle of wild noise still
+    fits its column (one CPU run under other load reached +7,479,145,726%)."""
+    if ratio > 10:
+        return ">+900%"
+    if ratio < 0.1:
+        return "<-90%"
+    return _percent(ratio)
+
+
 def _interval_text(cell: dict[str, Any]) -> str:
-    return f"[{_percent(cell['ci_low'])}, {_percent(cell['ci_high'])}]"
+    return f"[{_bound(cell['ci_low'])}, {_bound(cell['ci_high'])}]"
 
 
 def _variant_block(name: str, baseline: str, cells_of: list[dict[str, Any]]) -> list[str]:
@@ -126,9 +136,10 @@ def table(payload: dict[str, Any]) -> str:
     rounds = len({run["rep"] for run in sweep["runs"]})
     n_cycles = max((cell["n_cycles"] for cell in all_cells), default=0)
     stopped = f", stopped: {sweep['stop_reason']}" if sweep.get("stop_reason") else ""
+    cycles = f"{n_cycles} whole cycle{'' if n_cycles == 1 else 's'}"
     title = [
         f"Decode t/s (S_TG), {model['file_name']} {model['file_type']}",
-        f"on {machine['chip']} ({machine['backend']}): {rounds} rounds, {n_cycles} whole cycles{stopped}.",
+        f"on {machine['chip']} ({machine['backend']}): {rounds} rounds, {cycles}{stopped}.",
         "change: the site's number (median over cycles); interval: 95% at every look;",
         f"verdict at min_effect {min_effect_of(payload) * 100:g}%.",
     ]

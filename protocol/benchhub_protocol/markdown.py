@@ -89,7 +89,14 @@ def lines_of_run(cells: Iterable[Mapping[str, Any]], baseline: str) -> list[Line
                 text = f"{format_tps(row['baseline_tg_tps'])}→{format_tps(row['tg_tps'])} (no whole cycle)"
                 interval = None
             else:
-                text = f"{pair} [{format_interval(row['ci_low'], row['ci_high'])}] {row['verdict']}"
+                low, high = row["ci_low"], row["ci_high"]
+                # Past -90% or +900%, only the side: wild noise still makes a readable cell.
+                if low >= 0.1 and high <= 10:
+                    bounds = format_interval(low, high)
+                else:
+                    low_text = "<−90%" if low < 0.1 else format_change(low)
+                    bounds = f"{low_text} to {'>+900%' if high > 10 else format_change(high)}"
+                text = f"{pair} [{bounds}] {row['verdict']}"
                 interval = "95%, every look"
             cell = Cell(row["batch_size"], row["baseline_tg_tps"], row["tg_tps"], row["speedup"], 1, interval, text)
             by_variant.setdefault(row["variant"], []).append(cell)

@@ -4,6 +4,7 @@ nor goes unnamed."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -175,3 +176,15 @@ def test_the_method_page_quotes_the_worlds_the_simulation_runs() -> None:
     for world in stopping.WORLDS:
         assert f"({world.sigma * 100:.2f}%, {world.process_s:g} s)" in page, world
     assert f"cap {rounds.MAX_ROUNDS}" in page
+
+
+def test_the_newcomers_cpu_run_renders_in_80_columns_and_never_prints_a_change_alone() -> None:
+    """The recorded CPU run of fixtures/newcomer-cpu/: one cycle under heavy load, intervals past +1000%."""
+    from benchhub_agent.cli import _markdown
+
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "newcomer-cpu" / "payload.json").read_text())
+    text = report.table(recorded)
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "[<-90%, >+900%]" in text and "stopped: time" in text
+    rows = [line for line in _markdown(recorded, None).splitlines() if line.startswith("| 01")]
+    assert rows and all(cell.strip().endswith("unclear") for row in rows for cell in row.split("|")[4:-1])

@@ -69,8 +69,8 @@ def floor_ms(body: bytes) -> float:
     payload = envelope.parse_canonical_payload(verified.opened.payload)
     schema.validate_submission(payload)
     with transaction.atomic():
-        campaign = ingest.check_against_campaign(payload)
-        ingest._store(verified, payload, "f" * 64, campaign)
+        campaign, version = ingest.check_against_campaign(payload)
+        ingest._store(verified, payload, "f" * 64, campaign, version)
         transaction.set_rollback(True)
     return (time.perf_counter() - started) * 1000
 

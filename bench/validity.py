@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from benchhub_protocol import cycles, distributions, meta, stats
 
@@ -189,7 +190,7 @@ def covers(low: float | None, high: float | None, truth: float) -> bool:
     return low is not None and high is not None and low <= truth <= high
 
 
-COVERAGE_WORLDS = (
+COVERAGE_WORLDS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("homogeneous", {}),
     ("σ 5%/round, t3 tails", {"round_sd": 0.05, "heavy": True}),
     ("position 2%, 1 cycle", {"position": 0.02, "cycles": (1,)}),
@@ -202,7 +203,7 @@ def coverage(index: int, scale: float) -> list[Figure]:
     figures = []
     name, options = COVERAGE_WORLDS[index]
     for n in (3, 4, 8, 12):
-        world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.01, **options)  # type: ignore[arg-type]
+        world = sim.World(n, effect=sim.varying(0.10), machine_sd=0.01, **options)
         page_all, normal_all = [], []
         for page, found in pages(world, max(20, round(200 * scale)), seed=4000 + 100 * index + n):
             hits = [covers(c.ci_low, c.ci_high, page.truth[key]) for key, c in found.cells.items()]
@@ -220,14 +221,11 @@ def coverage(index: int, scale: float) -> list[Figure]:
 def normal_hits(page: sim.Page) -> list[bool]:
     """Whether each DerSimonian-Laird interval (normal quantile, same Bonferroni family) holds."""
     summary = stats.summarise_page(page.cells, headline_sizes=sim.HEADLINE_SIZES)
-    families = {**{key: cell.machines for key, cell in summary.cells.items()}, **summary.headlines}
-    truths = {**page.truth, **page.headline_truth}
+    families: dict[Any, Any] = {**{key: cell.machines for key, cell in summary.cells.items()}, **summary.headlines}
+    truths: dict[Any, float] = {**page.truth, **page.headline_truth}
     judged = {key: meta.pool(machines) for key, machines in families.items() if len(machines) >= stats.MIN_MACHINES}
     quantile = distributions.normal_quantile(1 - (1 - stats.CONFIDENCE) / (2 * max(len(judged), 1)))
-    return [
-        abs(pooled.mean - math.log(truths[key])) <= quantile * pooled.dl_se  # type: ignore[index]
-        for key, pooled in judged.items()
-    ]
+    return [abs(pooled.mean - math.log(truths[key])) <= quantile * pooled.dl_se for key, pooled in judged.items()]
 
 
 def headline_bias(scale: float) -> list[Figure]:

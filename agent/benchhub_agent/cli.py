@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import sys
 import traceback
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from benchhub_protocol import markdown
 from benchhub_protocol.envelope import (
     EnvelopeError,
     open_envelope,
@@ -30,17 +27,14 @@ from . import (
     client,
     doctor,
     keys,
-    machine,
     outbox,
     pipeline,
-    preflight,
-    report,
-    result,
+    runflow,
     withdrawal,
 )
-from .dirs import home, write_atomic
+from .dirs import home
 from .errors import AgentError, ExitCode, exit_codes_help, printable
-from .progress import Progress
+from .publish import _counts_from, _markdown, _send  # noqa: F401 - tests read _counts_from and _markdown here
 
 F = TypeVar("F", bound=Callable[..., Any])
 EPILOG = "\b\nExit codes:\n" + exit_codes_help()
@@ -110,48 +104,6 @@ def _variants(_ctx: click.Context, _param: click.Parameter, values: tuple[str, .
     return parsed
 
 
-def _say(message: str) -> None:
-    click.echo(printable(message), err=True)
-
-
-def _asker(interactive: bool) -> Callable[[str], bool]:
-    def ask(question: str) -> bool:
-        return interactive and click.confirm(question, default=False, err=True)
-
-    return ask
-
-
-def _ensure_registered(server: str, handle: str | None, interactive: bool, force: bool = False) -> None:
-    dirs = home()
-    signer = keys.load_or_create(dirs)
-    known = keys.registered_handle(dirs, server, signer.keyid)
-    if known and not handle and not force:
-        return
-    moved = None if known else keys.handle_of_previous_key(dirs, server)
-    if moved is not None:  # a new key for new hardware: linked to the handle by the key it replaced
-        linked = keys.register(dirs, server, moved[0], signer, moved[1])
-        click.echo(printable(f"Linked this machine's new key {signer.keyid[:16]}… to {linked} on {server}."), err=True)
-        return
-    handle = handle or known
-    if not handle:
-        if not interactive:
-            raise AgentError(ExitCode.UPLOAD, "This key is not registered with the server yet: pass --handle NAME.")
-        handle = click.prompt("Pick a public handle for your results (letters, digits, '-')")
-    registered = keys.register(dirs, server, str(handle), signer)
-    click.echo(printable(f"Registered key {signer.keyid[:16]}… as {registered} on {server}."), err=True)
-
-
-def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dict[str, Any]:
-    """Upload one signed file, registering this key first when needed, and once more if the server has
-    forgotten it (a reset server): the same envelope is then accepted as it would have been."""
-    _ensure_registered(server, handle, interactive)
-    try:
-        return outbox.send(path, server, home())
-    except outbox.UnknownKey:
-        _ensure_registered(server, handle, interactive, force=True)
-        return outbox.send(path, server, home())
-
-
 @main.command(epilog=RUN_EPILOG)
 @click.argument("model_path", metavar="MODEL.gguf", type=click.Path(path_type=Path))
 @click.option("--server", help="benchhub server URL (default: $BENCHHUB_SERVER).")
@@ -175,7 +127,12 @@ def _send(path: Path, server: str, handle: str | None, interactive: bool) -> dic
 @click.option(
     "--max-reps",
     type=click.IntRange(1, 100),
-    help="Cap on rounds while the median cell is wider than min_effect/2 (default 30).",
+    help="Cap on rounds while a cell's verdict is not settled (default 30; whole cycles).",
+)
+@click.option(
+    "--max-minutes",
+    type=click.FloatRange(0.1, 600),
+    help="Time budget of the sweep in minutes (default: the campaign's, else 15): no cycle starts past it.",
 )
 @click.option("--npp", type=click.IntRange(1, 100000), help="Prompt tokens per sequence (default: the campaign's).")
 @click.option("--ntg", type=click.IntRange(1, 100000), help="Generated tokens per sequence (default: the campaign's).")
@@ -212,6 +169,7 @@ def run(
     batch_sizes: tuple[int, ...] | None,
     reps: int | None,
     max_reps: int | None,
+    max_minutes: float | None,
     npp: int | None,
     ntg: int | None,
     gen_tokens: int,
@@ -230,30 +188,21 @@ def run(
     did not ship with this agent shown and confirmed), this key's registration and the power state.
 
     How long: the first build takes 5-10 minutes (later runs reuse it), the correctness check 1-2
-    minutes, and the sweep adds rounds until its target, at most 30 rounds or 15 minutes (an H200 at
-    the campaign's defaults: 3 minutes); a CPU-only build can take 40 minutes or more."""
-    server = _server(server)
-    if not server and not no_upload:
-        raise AgentError(
-            ExitCode.USAGE,
-            "No server to publish to: pass --server URL, set BENCHHUB_SERVER, "
-            "or keep the result local with --no-upload.",
-        )
-    preflight.refuse_rosetta()
-    upload = bool(server) and not no_upload
-    interactive = sys.stdin.isatty() and not as_json
-    dirs = home()
-    signer = keys.load_or_create(dirs)
-    progress = Progress()
-    plan = preflight.load_campaign(campaign_slug, server, upload, dirs, progress)
-    ask = _asker(interactive)
-    preflight.confirm_code(plan, trust_campaign, bool(variants), interactive, _say, ask)
-    if upload and server:
-        _ensure_registered(server, handle, interactive)
-    preflight.confirm_power(machine.run_state(), yes, interactive, _say, ask)
+    minutes, and the sweep adds whole cycles until every cell's verdict is settled, at most 60 rounds or
+    15 minutes (an H100 with an 8B model: about 7 minutes; the progress line shows the expected range);
+    a CPU-only build can take 40 minutes or more."""
+    flags = runflow.RunFlags(
+        server=_server(server),
+        handle=handle,
+        yes=yes,
+        trust_campaign=trust_campaign,
+        no_upload=no_upload,
+        as_json=as_json,
+        out=out,
+    )
     options = pipeline.RunOptions(
         model_path=model_path,
-        server=server,
+        server=flags.server,
         campaign_slug=campaign_slug,
         llama_src=llama_src,
         prebuilt=variants,
@@ -261,68 +210,14 @@ def run(
         batch_sizes=batch_sizes,
         reps=reps,
         max_reps=max_reps,
+        max_seconds=max_minutes * 60 if max_minutes else None,
         npp=npp,
         ntg=ntg,
         gen_tokens=gen_tokens,
         cmake_args=cmake_args,
         label=label,
     )
-    done = pipeline.run(options, plan, dirs, progress)
-    signer = keys.for_machine(dirs, done.payload["machine"], _say)  # a key is one machine
-    body = result.signed_bytes(done.payload, signer)
-    write_atomic(done.envelope_path, body)
-    if out:
-        write_atomic(out, body)
-    summary: dict[str, Any] = {
-        "result": str(done.envelope_path),
-        "logs": str(done.result_dir / "logs"),
-        "cells": report.cells(done.payload),
-        "flags": done.payload["flags"],
-        "uploaded": False,
-        "url": None,
-    }
-    click.echo(report.table(done.payload), err=as_json)
-    click.echo(f"\nSigned result: {done.envelope_path}\nLogs: {done.result_dir / 'logs'}", err=True)
-    publish = server and not no_upload and (yes or (interactive and click.confirm(f"Publish to {server}?", True)))
-    if publish and server:
-        # Queued before the first attempt: an outage or a crash now loses nothing, `upload` resends it.
-        queued = outbox.put(dirs, done.payload["nonce"], body)
-        answer = _send(queued, server, handle, interactive)
-        summary.update(uploaded=True, url=answer.get("url"), id=answer.get("id"), status=answer.get("status"))
-        click.echo(printable(f"Published ({answer.get('status')}): {answer.get('url')}"), err=True)
-        counts_from = _counts_from(answer)
-        if counts_from:
-            click.echo(
-                f"This key is new: the result shows on its page now and enters the leaderboard from {counts_from}.",
-                err=True,
-            )
-    else:
-        click.echo(f"Kept locally; publish it later with `benchhub-agent upload {done.envelope_path}`.", err=True)
-    click.echo("\nFor a pull request (GitHub Markdown):\n\n" + _markdown(done.payload, summary["url"]), err=as_json)
-    if as_json:
-        click.echo(json.dumps(summary, indent=1))
-
-
-def _counts_from(answer: dict[str, Any]) -> str | None:
-    """The server's word on when a key on probation counts, shown only if it is a real time."""
-    value = answer.get("counts_from")
-    if not isinstance(value, str) or len(value) > 40:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _markdown(payload: dict[str, Any], url: str | None) -> str:
-    """The run's table in the form the site's "Copy as Markdown" gives, for a pull request."""
-    machine, model = payload["machine"], payload["model"]
-    title = (
-        f"{machine['chip']}, {model.get('label') or model['file_name']} ({model['file_type']}), {payload['campaign']}"
-    )
-    lines = markdown.lines_of_run(report.cells(payload), payload["variants"][0]["name"])
-    return printable(markdown.table(lines, title=title, permalink=url or "not published yet"))
+    runflow.execute(options, flags)
 
 
 @main.command(epilog=SEE_EXIT_CODES)
@@ -375,12 +270,21 @@ def withdraw(submission_id: str, server: str | None) -> None:
 def doctor_command(backend: str, server: str | None) -> None:
     """What a run needs that this machine lacks, each with the fix; what it would report about this machine
     (an unknown reading is a warning); and whether the server answers."""
-    found = doctor.checks(home().cache, pipeline.detect_backend(backend), _server(server))
+    try:
+        checked, bad_url = _server(server), None
+    except AgentError as error:  # a malformed URL is one row of the table, not the end of it
+        checked, bad_url = None, doctor.Check("server", False, error.message, "pass the site's https:// address")
+    found = doctor.checks(home().cache, pipeline.detect_backend(backend), checked)
+    if bad_url:
+        found = [check for check in found if check.name != "server"] + [bad_url]
     for check in found:
         hint = f"\n      fix: {check.fix}" if not check.ok else f"\n      note: {check.fix}" if check.warn else ""
         click.echo(f"[{check.mark}] {check.name}: {check.detail}{hint}")
-    if not all(check.ok for check in found):
+    # The exit code is the table's: a missing tool is 7, a server that does not answer (all else fine) 8.
+    if any(not check.ok for check in found if check.name != "server"):
         raise AgentError(ExitCode.MISSING_TOOL, "Some requirements are missing (see above).")
+    if not all(check.ok for check in found):
+        raise AgentError(ExitCode.UPLOAD, "The server cannot be reached or refused (see above); the rest is ready.")
 
 
 @main.group(epilog=SEE_EXIT_CODES, invoke_without_command=True)

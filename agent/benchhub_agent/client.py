@@ -80,9 +80,12 @@ def url_problem(url: str) -> str | None:
 
 
 def check_server(server: str) -> str:
+    """The --server URL (or $BENCHHUB_SERVER) as the agent will use it, checked before anything is sent."""
     problem = url_problem(server)
+    if problem is None and urlsplit(server).path.strip("/"):
+        problem = f"has a path ({urlsplit(server).path!r}): give the site's address alone, e.g. https://host"
     if problem:
-        raise AgentError(ExitCode.USAGE, f"The server URL {server[:200]!r} {problem}.")
+        raise AgentError(ExitCode.USAGE, f"--server (or BENCHHUB_SERVER) {server[:200]!r} {problem}.")
     return server
 
 

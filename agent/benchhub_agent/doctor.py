@@ -112,10 +112,12 @@ def machine_checks(backend: str, run: machine.Runner = machine.run_quietly, syst
             "the chip could not be read: results will say so",
         ),
         Check("backend", True, backend),
-        _reading(
+        Check("GPU", True, "not used: the cpu backend measures the CPU")
+        if backend == "cpu"
+        else _reading(
             "GPU",
             gpu,
-            (backend == "metal" and facts["gpu_cores"] is None) or (backend != "cpu" and not facts["gpu_name"]),
+            not facts["gpu_name"] or facts["gpu_cores"] is None,
             "the GPU could not be read fully: results will say unknown",
         ),
         _power_check(facts),

@@ -41,7 +41,7 @@ gguf = _gguf_constants()
 
 
 def _bad(path: Path, why: str) -> AgentError:
-    return AgentError(ExitCode.BAD_MODEL, f"{path} {why}.")
+    return AgentError(ExitCode.BAD_MODEL, f"MODEL.gguf {path} {why}.")  # names the argument at fault
 
 
 def file_type_name(value: int) -> str:

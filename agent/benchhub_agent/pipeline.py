@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchhub_protocol.rounds import target_half_width
+from benchhub_protocol.rounds import DEFAULT_MIN_EFFECT
 from benchhub_protocol.schema import SWEEP_EXTRA_ARGS, SchemaViolation
 
 from . import build, campaign, checks, machine, model, result, source, sweep
@@ -32,6 +32,7 @@ class RunOptions:
     batch_sizes: tuple[int, ...] | None = None
     reps: int | None = None
     max_reps: int | None = None
+    max_seconds: float | None = None
     npp: int | None = None
     ntg: int | None = None
     gen_tokens: int = 96
@@ -84,9 +85,10 @@ def _settings(plan: campaign.Campaign, options: RunOptions) -> sweep.SweepSettin
         ntg=options.ntg or int(defaults["ntg"]),
         batch_sizes=options.batch_sizes or tuple(int(size) for size in defaults["batch_sizes"]),
         reps=reps,
-        max_reps=max(reps, options.max_reps or sweep.DEFAULT_MAX_ROUNDS),
-        max_seconds=float(defaults.get("max_seconds") or sweep.DEFAULT_MAX_SECONDS),
-        target=target_half_width(plan.min_effect),
+        # Never past the protocol's cap: the service refuses a submission with more rounds.
+        max_reps=min(max(reps, options.max_reps or sweep.DEFAULT_MAX_ROUNDS), sweep.DEFAULT_MAX_ROUNDS),
+        max_seconds=options.max_seconds or float(defaults.get("max_seconds") or sweep.DEFAULT_MAX_SECONDS),
+        min_effect=plan.min_effect if plan.min_effect is not None else DEFAULT_MIN_EFFECT,
         flash_attn=bool(defaults.get("flash_attn", True)),
         n_gpu_layers=int(defaults.get("n_gpu_layers", 99)),
         extra_args=extra_args,
@@ -186,11 +188,11 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
         progress.update(entry.name)
         correctness.append(checks.correctness(entry, backend, op, logs))
 
-    progress.start(
-        f"Sweep: llama-batched-bench, batch sizes {','.join(map(str, settings.batch_sizes))}, "
-        f"balanced rounds (at least {settings.reps}, "
-        f"at most {settings.max_reps} or {settings.max_seconds / 60:.0f} min) "
-        f"until the median cell is within ±{settings.target * 100:.1f}%"
+    progress.start("Sweep")
+    progress.note(
+        f"  llama-batched-bench, batch sizes {','.join(map(str, settings.batch_sizes))}: whole cycles of "
+        f"{len(bins)} rounds until every cell's verdict is settled at ±{settings.min_effect * 100:g}%, "
+        f"at most {settings.max_reps} rounds or {settings.max_seconds / 60:.0f} min"
     )
     runs, sweep_flags, states, stop = sweep.run_sweep(
         [(b.name, b.bin_dir, b.env) for b in bins],
@@ -217,7 +219,7 @@ def run(options: RunOptions, plan: campaign.Campaign, dirs: Dirs, progress: Prog
             model=model_facts,
             llama_cpp=llama_cpp,
             variants=[variant.as_payload() for variant in variants],
-            sweep={**settings.as_payload(runs), "stop": stop},
+            sweep={**settings.as_payload(runs), **stop},
             correctness=correctness,
             generation=generation,
             flags=[*sweep_flags, *checks.flags_of(correctness, generation), *run_state_flags(worst, worst)],

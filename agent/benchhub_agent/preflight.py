@@ -5,7 +5,9 @@ CLI's prompts, is checked by the CLI right after these."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from importlib.resources import files
 from typing import Any
 
 from . import campaign, machine, trust
@@ -72,3 +74,46 @@ def confirm_power(state: dict[str, Any], yes: bool, interactive: bool, echo: Ech
         )
     if not ask("Run anyway?"):
         raise AgentError(ExitCode.DECLINED, "Not started: plug in or turn Low Power Mode off, then run again.")
+
+
+def patched_backends(plan: campaign.Campaign) -> tuple[str, ...]:
+    """The backends the campaign's patches change (its manifest's `patched_backends`; the service's default,
+    Metal, where it states none): rows of any other backend are controls on the site."""
+    stated = getattr(plan, "patched_backends", None)
+    if stated:
+        return tuple(stated)
+    bundled = files("benchhub_protocol") / "campaigns" / f"{plan.slug}.json"
+    try:
+        manifest = json.loads(bundled.read_text())
+    except (OSError, ValueError):
+        return ("metal",)
+    return tuple(manifest.get("patched_backends") or ("metal",))
+
+
+def what_it_counts_as(plan: campaign.Campaign, backend: str, local_source: bool) -> tuple[bool, str]:
+    """Before anything is built: whether this run can count on this campaign, and what the site will make
+    of it (docs/protocol.md 5.1): (counts, one paragraph). A row counts only with correctness `pass`, which
+    needs a device backend; a backend the patches do not touch is a control, shown apart."""
+    touched = patched_backends(plan)
+    if backend not in DEVICE_BACKENDS:
+        verdict = (
+            f"an excluded row: on {backend} test-backend-ops has no device backend to check, so correctness is "
+            "`not_run`, and the site counts no row without a correctness pass (its reason: correctness not run)"
+        )
+        counts = False
+    elif backend in touched:
+        verdict = "a counted row, once correctness passes and the key is past probation"
+        counts = True
+    else:
+        verdict = (
+            f"a control shown apart: the patches change {', '.join(touched)} only, so on {backend} the variants "
+            "are the same code and the row measures the noise, not the patches"
+        )
+        counts = True
+    text = f"On {plan.slug} this {backend} run will be {verdict}."
+    if local_source:
+        text += " It is built from your own source or binaries, so the site flags it local_source."
+    return counts, text
+
+
+DEVICE_BACKENDS = ("metal", "cuda", "vulkan")

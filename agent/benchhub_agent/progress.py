@@ -43,7 +43,9 @@ class Progress:
         """`fraction` (0..1) of the stage done, when known, gives an ETA from the elapsed time."""
         elapsed = time.monotonic() - self.stage_started
         timing = _clock(elapsed)
-        if fraction is not None and 0.02 < fraction < 1:
+        # An ETA from the first percent of a build swings wildly (44:39 for a moment): none before a tenth
+        # of the stage and 20 seconds of it.
+        if fraction is not None and 0.1 <= fraction < 1 and elapsed >= 20:
             timing += f", ETA {_clock(elapsed / fraction - elapsed)}"
         self._emit(f"{self.stage}: {detail} [{timing}]")
 

@@ -1,16 +1,26 @@
 """The result as a person reads it: decode t/s per variant and batch size with the site's verdict words
-(`1949.0→1915.1 (-1.7%) [-3.2%, -0.2%] unclear`). The change printed is the centre of the interval beside
-it (benchhub_protocol.rounds.cell_estimate), 95% sweep-wise: Bonferroni over the sweep's cells, as the site's
-intervals are page-wise. The verdict is the site's rule (benchhub_protocol.stats.decide) at the campaign's
-min_effect."""
+(`1949.0→1915.1 (-1.7%) [-3.2%, -0.2%] unclear`). The change printed is the submission's estimate the site
+shows for this upload (benchhub_protocol.cycles.submission_estimate: the median over whole cycles); the
+interval beside it is the one the sweep's stop judged (benchhub_protocol.rounds.judge_cell: 95% at every look
+together), and the verdict is the site's rule (benchhub_protocol.stats.decide) at the campaign's min_effect."""
 
 from __future__ import annotations
 
 import statistics
+import textwrap
 from typing import Any
 
-from benchhub_protocol.rounds import DEFAULT_MIN_EFFECT, TARGET_SHARE_OF_MIN_EFFECT, cell_estimate
-from benchhub_protocol.stats import decide, verdict_label
+from benchhub_protocol.rounds import (
+    DEFAULT_MIN_EFFECT,
+    MAX_ROUNDS,
+    TARGET_SHARE_OF_MIN_EFFECT,
+    disturbed_rounds,
+    judge_sweep,
+    max_looks,
+)
+from benchhub_protocol.stats import verdict_label
+
+WIDTH = 80  # the final table fits a default terminal
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
@@ -22,43 +32,44 @@ def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
 
 
 def min_effect_of(payload: dict[str, Any]) -> float:
-    """The campaign's min_effect the sweep aimed at (its stop record); the protocol's default otherwise."""
-    stop = payload["sweep"].get("stop")
-    return stop["target_half_width"] / TARGET_SHARE_OF_MIN_EFFECT if stop else DEFAULT_MIN_EFFECT
+    """The campaign's min_effect the sweep judged by (its stop record); the protocol's default otherwise."""
+    stop = payload["sweep"].get("stop") or {}
+    if "min_effect" in stop:
+        return float(stop["min_effect"])
+    if "target_half_width" in stop:
+        return float(stop["target_half_width"]) / TARGET_SHARE_OF_MIN_EFFECT
+    return DEFAULT_MIN_EFFECT
 
 
 def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per (variant, batch size): the baseline's median decode t/s over rounds, the speedup (the geometric
-    mean of the round-paired ratios, the centre of its interval), both bounds of the 95% interval, its
-    half-width and the verdict. As in docs/protocol.md (cells), a variant's t/s is the baseline's times the speedup."""
+    """Per (variant, batch size): the baseline's median decode t/s over rounds, the speedup (the site's
+    estimate for this submission), both bounds of the interval, its half-width and the verdict. As in
+    docs/protocol.md (cells), a variant's t/s is the baseline's times the speedup."""
     runs = payload["sweep"]["runs"]
     medians = _medians(runs)
     baseline = payload["variants"][0]["name"]
     min_effect = min_effect_of(payload)
-    # Sweep-wise, as the site's intervals are page-wise: all the sweep's intervals hold together 95% of the time.
-    n_tests = (len(payload["variants"]) - 1) * len(payload["sweep"]["batch_sizes"])
+    stop = payload["sweep"].get("stop") or {}
+    looks = max_looks(int(stop.get("max_rounds") or MAX_ROUNDS), len(payload["variants"]))
+    verdicts = judge_sweep(runs, baseline, payload["sweep"]["batch_sizes"], min_effect, looks)
     rows = []
     for variant in payload["variants"]:
         for size in payload["sweep"]["batch_sizes"]:
-            found = (
-                cell_estimate(runs, variant["name"], baseline, size, n_tests) if variant["name"] != baseline else None
-            )
+            found = verdicts.get((variant["name"], size))
             base = medians.get((baseline, size))
             speedup = found.ratio if found else None
             rows.append(
                 {
                     "variant": variant["name"],
                     "batch_size": size,
-                    "n_rounds": found.n_rounds if found else 0,
+                    "n_cycles": found.estimate.n_cycles if found else 0,
                     "tg_tps": base * speedup if base and speedup else medians.get((variant["name"], size)),
                     "baseline_tg_tps": base,
                     "speedup": speedup,
                     "ci_low": found.low if found else None,
                     "ci_high": found.high if found else None,
-                    "half_width": found.half_width if found else None,
-                    "verdict": verdict_label(decide(found.ratio, found.low, found.high, min_effect), min_effect)
-                    if found
-                    else None,
+                    "half_width": (found.high / found.low) ** 0.5 - 1 if found else None,
+                    "verdict": verdict_label(found.verdict, min_effect) if found else None,
                 }
             )
     return rows
@@ -69,39 +80,82 @@ def _percent(ratio: float) -> str:
     return "±0.0%" if round(change, 1) == 0 else f"{change:+.1f}%"
 
 
-def _cell_text(cell: dict[str, Any], is_baseline: bool) -> str:
-    if cell["tg_tps"] is None:
-        return "missing"
-    if is_baseline or cell["speedup"] is None:
-        return f"{cell['tg_tps']:.1f}" + ("" if is_baseline else " (1 round)")
-    return (
-        f"{cell['baseline_tg_tps']:.1f}→{cell['tg_tps']:.1f} ({_percent(cell['speedup'])}) "
-        f"[{_percent(cell['ci_low'])}, {_percent(cell['ci_high'])}] {cell['verdict']}"
-    )
+def _bound(ratio: float) -> str:
+    """An interval's end as a change; past -90% or +900% only its side, so that a cycle of wild noise still
+    fits its column (one CPU run under other load reached +7,479,145,726%)."""
+    if ratio > 10:
+        return ">+900%"
+    if ratio < 0.1:
+        return "<-90%"
+    return _percent(ratio)
+
+
+def _interval_text(cell: dict[str, Any]) -> str:
+    return f"[{_bound(cell['ci_low'])}, {_bound(cell['ci_high'])}]"
+
+
+def _variant_block(name: str, baseline: str, cells_of: list[dict[str, Any]]) -> list[str]:
+    """One variant against the baseline, a line per batch size, in at most 80 columns: a table wraps by
+    variant, never inside a line."""
+    width = max(8, len(baseline), len(name))
+    lines = [
+        f"{name} against {baseline}:",
+        f"  {'batch':>5}  {baseline[:width]:>{width}}  {name[:width]:>{width}}  {'change':>7}  "
+        f"{'interval':<17}  verdict",
+    ]
+    for cell in cells_of:
+        base = "–" if cell["baseline_tg_tps"] is None else f"{cell['baseline_tg_tps']:.1f}"
+        if cell["speedup"] is None:
+            value = "missing" if cell["tg_tps"] is None else f"{cell['tg_tps']:.1f}"
+            lines.append(f"  {cell['batch_size']:>5}  {base:>{width}}  {value:>{width}}  no whole cycle: no estimate")
+            continue
+        lines.append(
+            f"  {cell['batch_size']:>5}  {base:>{width}}  {cell['tg_tps']:>{width}.1f}  "
+            f"{_percent(cell['speedup']):>7}  {_interval_text(cell):<17}  {cell['verdict']}"
+        )
+    return lines
+
+
+def disturbance_lines(payload: dict[str, Any]) -> list[str]:
+    """Each run disturbed far beyond the machine's own spread, named by its round."""
+    found = disturbed_rounds(payload["sweep"]["runs"], payload["sweep"]["batch_sizes"])
+    return [
+        f"Round {item.rep}: {item.variant} ran {abs(item.deviation) * 100:.0f}% "
+        f"{'slower' if item.deviation < 0 else 'faster'} than its typical speed (this machine's own spread: "
+        f"{item.spread * 100:.1f}%), disturbed; the median over cycles keeps it from moving the change much."
+        for item in found
+    ]
 
 
 def table(payload: dict[str, Any]) -> str:
     names = [variant["name"] for variant in payload["variants"]]
-    by_key = {(cell["variant"], cell["batch_size"]): cell for cell in cells(payload)}
-    header = ["batch", *names]
-    lines = [
-        [str(size), *(_cell_text(by_key[(name, size)], name == names[0]) for name in names)]
-        for size in payload["sweep"]["batch_sizes"]
-    ]
-    widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
-    render = [
-        "  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *lines]
-    ]
+    all_cells = cells(payload)
     model = payload["model"]
     machine = payload["machine"]
-    rounds = len({run["rep"] for run in payload["sweep"]["runs"]})
-    title = (
-        f"Decode t/s (S_TG, {rounds} rounds; change = geometric mean of the round-paired ratios [95% interval], "
-        f"verdict at min_effect {min_effect_of(payload) * 100:g}%), "
-        f"{model['file_name']} {model['file_type']} on {machine['chip']} ({machine['backend']})"
-    )
-    return "\n".join([title, *render, "", *status_lines(payload)])
+    sweep = payload["sweep"]
+    rounds = len({run["rep"] for run in sweep["runs"]})
+    n_cycles = max((cell["n_cycles"] for cell in all_cells), default=0)
+    stopped = f", stopped: {sweep['stop_reason']}" if sweep.get("stop_reason") else ""
+    cycles = f"{n_cycles} whole cycle{'' if n_cycles == 1 else 's'}"
+    title = [
+        f"Decode t/s (S_TG), {model['file_name']} {model['file_type']}",
+        f"on {machine['chip']} ({machine['backend']}): {rounds} rounds, {cycles}{stopped}.",
+        "change: the site's number (median over cycles); interval: 95% at every look;",
+        f"verdict at min_effect {min_effect_of(payload) * 100:g}%.",
+    ]
+    body: list[str] = []
+    if len(names) == 1:
+        body.append(f"{names[0]} only: no change to show.")
+    for name in names[1:]:
+        body += ["", *_variant_block(name, names[0], [c for c in all_cells if c["variant"] == name])]
+    disturbed = [_wrapped(line) for line in disturbance_lines(payload)]
+    status = [_wrapped(line) for line in status_lines(payload)]
+    return "\n".join([*title, *body, *(["", *disturbed] if disturbed else []), "", *status])
+
+
+def _wrapped(line: str) -> str:
+    """A sentence in lines of at most WIDTH columns, the later ones indented."""
+    return textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
 
 
 def _generation_text(outputs: list[dict[str, Any]], baseline_outputs: list[dict[str, Any]], is_baseline: bool) -> str:

@@ -1,25 +1,39 @@
-"""The interleaved batched-bench sweep: balanced blocks of rounds until the median cell is precise enough.
+"""The interleaved batched-bench sweep: whole rotation cycles, in a random order per cycle, until every cell's
+verdict is settled at the campaign's min_effect, or the time budget or the round cap comes first.
 
-How precise a cell is comes from benchhub_protocol.rounds (the rule the server applies to the same payload); what
-a run is worth, from what it printed: the warm-up pass is dropped, and a device run must show that the
-model went to the device.
+The rule (when a cell is settled, the order of a cycle) is benchhub_protocol.rounds, which the simulation in
+bench/stopping.py imports too; the number printed per cell is benchhub_protocol.cycles.submission_estimate, the
+one the site shows. What a run is worth comes from what it printed: the warm-up pass is dropped, and a device
+run must show that the model went to the device.
 """
 
 from __future__ import annotations
 
+import math
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchhub_protocol.rounds import MAX_ROUNDS, MIN_ROUNDS, high_spread, sweep_differences, target_reached
+from benchhub_protocol.rounds import (
+    DEFAULT_MAX_SECONDS,
+    DEFAULT_MIN_EFFECT,
+    MAX_ROUNDS,
+    MIN_ROUNDS,
+    cycle_orders,
+    cycles_to_settle,
+    high_spread,
+    judge_sweep,
+    stop_reason,
+    sweep_differences,
+)
 
 from .tools import check_offload, parse_batched_bench_jsonl, run_tool
 
 CTX_ALIGN = 256
 DEFAULT_MAX_ROUNDS = MAX_ROUNDS  # the protocol's cap; the time budget usually ends a noisy sweep first
-DEFAULT_MAX_SECONDS = 15 * 60  # of sweep, where the campaign states no `max_seconds`: no block starts past it
 # Batch sizes run once before the measured pass and dropped: on an H200 the first two rows of a process ran
 # 6.5% and 18% slow, the later ones within 1% (tests/agent/fixtures/aa-h200), so a full warm-up pass
 # would only cost time.
@@ -36,21 +50,6 @@ def context_size(npp: int, ntg: int, batch_sizes: Sequence[int]) -> int:
     return max(batch_sizes) * per_sequence
 
 
-def interleaved_round(variants: Sequence[str], round_index: int) -> list[str]:
-    """Rotations, then the rotations of the mirror: A B C, B C A, C A B, C B A, B A C, A C B. Every block of
-    len(variants) rounds runs each variant once in each position (a slow second process cannot favour one
-    variant), and every two blocks run each one before and after each other one (nor can a drift)."""
-    k = len(variants)
-    block, shift = divmod(round_index, k)
-    order = list(variants) if block % 2 == 0 else list(reversed(variants))
-    return order[shift:] + order[:shift]
-
-
-def block_length(n_variants: int) -> int:
-    """Rounds per balanced block; stopping is decided only at a block's end."""
-    return max(n_variants, MIN_ROUNDS)
-
-
 @dataclass(frozen=True)
 class SweepSettings:
     npp: int
@@ -63,7 +62,8 @@ class SweepSettings:
     extra_args: tuple[str, ...] = ()  # campaign-specific switches (schema.SWEEP_EXTRA_ARGS)
     pinned_n_ctx: int | None = None  # a campaign that states -c (as its source did) gets exactly that
     max_seconds: float = DEFAULT_MAX_SECONDS
-    target: float = 0.01  # half-width the median cell aims for (benchhub_protocol.rounds.target_half_width)
+    min_effect: float = DEFAULT_MIN_EFFECT  # the campaign's: a cell is settled when its interval clears it
+    order_seed: int | None = None  # None: a fresh random seed per sweep, recorded in the payload
 
     @property
     def n_ctx(self) -> int:
@@ -88,15 +88,20 @@ class SweepSettings:
     def warmup_sizes(self) -> tuple[int, ...]:
         return self.batch_sizes[:WARMUP_SIZES]
 
-    def stop_payload(self, reason: str, seconds: float) -> dict[str, Any]:
-        """The stopping settings and why the sweep ended (docs/protocol.md section 4, `stop`)."""
+    def stop_payload(self, reason: str, seconds: float, seed: int) -> dict[str, Any]:
+        """Why the sweep ended and the seed of its order (docs/protocol.md 4.4, `stop_reason`, `order_seed`),
+        and the stopping settings (`stop`)."""
         return {
-            "target_half_width": self.target,
-            "min_rounds": self.reps,
-            "max_rounds": self.max_reps,
-            "max_seconds": self.max_seconds,
-            "reason": reason,
-            "seconds": round(seconds, 1),
+            "stop_reason": reason,
+            "order_seed": seed,
+            "stop": {
+                "min_effect": self.min_effect,
+                "min_rounds": self.reps,
+                "max_rounds": self.max_reps,
+                "max_seconds": self.max_seconds,
+                "reason": reason,
+                "seconds": round(seconds, 1),
+            },
         }
 
 
@@ -142,18 +147,10 @@ def rows_missing(runs: Sequence[dict[str, Any]], batch_sizes: Sequence[int]) -> 
     return any(run["exit_code"] != 0 or len(run["rows"]) < len(batch_sizes) for run in runs)
 
 
-def precise_enough(runs: list[dict[str, Any]], batch_sizes: Sequence[int], baseline: str, target: float) -> bool:
-    return target_reached({"runs": runs, "batch_sizes": list(batch_sizes)}, baseline, target)
-
-
 def _row_reporter(
-    label: str,
-    fraction_at: Callable[[float], float],
-    n_rows: int,
-    n_warmup: int,
-    report: Callable[[str, float | None], None],
+    label: str, eta: str, n_warmup: int, report: Callable[[str, float | None], None]
 ) -> Callable[[str], None]:
-    """Shows each row's decode speed as batched-bench prints it, warm-up rows marked, with the share done."""
+    """Shows each row's decode speed as batched-bench prints it, warm-up rows marked."""
     printed = 0
 
     def on_line(line: str) -> None:
@@ -161,9 +158,8 @@ def _row_reporter(
         rows = parse_batched_bench_jsonl(line)
         if rows:
             printed += 1
-            stage = "warm-up, " if printed <= n_warmup else ""
-            detail = f"{label}, {stage}batch {rows[0]['batch_size']}: {rows[0]['tg_tps']:.1f} t/s"
-            report(detail, fraction_at(printed / n_rows))
+            stage = "warm-up " if printed <= n_warmup else ""
+            report(f"{label}, {stage}batch {rows[0]['batch_size']}: {rows[0]['tg_tps']:.1f} t/s, {eta}", None)
 
     return on_line
 
@@ -179,21 +175,14 @@ class _Round:
     report: Callable[[str, float | None], None]
     require_offload: str | None
 
-    def run(self, name: str, rep: int, seq: int, planned: int, more: str = "") -> dict[str, Any]:
+    def run(self, name: str, rep: int, seq: int, where: str, eta: str) -> dict[str, Any]:
         bin_dir, env = self.variants[name]
-        label = f"{name} round {rep} (run {seq} of {planned}{more})"
-        self.report(label, (seq - 1) / planned)
+        self.report(f"{where}, {eta}", None)
         done = run_tool(
             batched_bench_args(bin_dir / "llama-batched-bench", self.model, self.settings),
             self.log_dir / f"batched-bench-{seq:03d}-{name}-rep{rep}",
             env=env,
-            on_line=_row_reporter(
-                label,
-                lambda done: (seq - 1 + done) / planned,
-                len(self.settings.warmup_sizes) + len(self.settings.batch_sizes),
-                len(self.settings.warmup_sizes),
-                self.report,
-            ),
+            on_line=_row_reporter(where, eta, len(self.settings.warmup_sizes), self.report),
         )
         if self.require_offload:
             check_offload(done.stderr, self.require_offload, name, self.settings.n_gpu_layers)
@@ -201,6 +190,38 @@ class _Round:
             parse_batched_bench_jsonl(done.stdout), self.settings.batch_sizes, self.settings.warmup_sizes
         )
         return {"variant": name, "rep": rep, "seq": seq, "exit_code": done.exit_code, "rows": rows}
+
+
+def _minutes(seconds: float) -> str:
+    return f"{max(0.0, seconds) / 60:.0f}" if seconds >= 90 else f"{max(0.0, seconds) / 60:.1f}"
+
+
+def expected_cycles(
+    runs: Sequence[dict[str, Any]], baseline: str, settings: SweepSettings, k: int, cap_cycles: int
+) -> tuple[int, int]:
+    """The cycles the rule is expected to need in all: the slowest cell's first settled look
+    (rounds.cycles_to_settle) at its spread as measured and at 1.5 times it, at most the cap."""
+    verdicts = judge_sweep(runs, baseline, settings.batch_sizes, settings.min_effect, cap_cycles)
+    low = high = 1
+    for found in verdicts.values():
+        if found is None or found.spread is None:
+            return cap_cycles, cap_cycles
+        centre = math.log(found.ratio)
+        fast = cycles_to_settle(found.spread, centre, k, settings.min_effect, cap_cycles) or cap_cycles
+        slow = cycles_to_settle(1.5 * found.spread, centre, k, settings.min_effect, cap_cycles) or cap_cycles
+        low, high = max(low, fast), max(high, slow)
+    return low, high
+
+
+def eta_text(done_cycles: int, expected: tuple[int, int] | None, cycle_seconds: float | None, left: float) -> str:
+    """The ETA of the whole expected sweep, a range, never past the time left in the budget."""
+    if expected is None or cycle_seconds is None:
+        return f"ETA up to {_minutes(left)} min"
+    low, high = ((max(0, n - done_cycles) * cycle_seconds) for n in expected)
+    low, high = min(low, left), min(high, left)
+    if high - low < 30:
+        return f"ETA {_minutes(high)} min"
+    return f"ETA {_minutes(low)}-{_minutes(high)} min"
 
 
 def run_sweep(
@@ -212,61 +233,64 @@ def run_sweep(
     sample_state: Callable[[], dict[str, Any]] | None = None,
     require_offload: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], dict[str, Any]]:
-    """Balanced blocks of rounds (interleaved_round), at least `reps` rounds; then more blocks until the
-    median cell's 95% interval is within ±settings.target (benchhub_protocol.rounds), or the cap on rounds
-    or time comes first, which `target_not_reached` then says. The first variant is the baseline.
-    `sample_state` reads the machine's run state before every round; `require_offload` (a device backend's
-    name) stops the sweep when a run's log shows the model was not offloaded to it.
+    """Whole cycles (rounds.cycle_orders, one seed for the sweep), at least ceil(reps / k) of them; after each,
+    stop when every cell is settled at settings.min_effect (rounds.judge_sweep: "settled"), when the cap on
+    rounds leaves no room for another cycle ("rounds") or when another cycle would end past the time budget
+    ("time"). One round alone (reps 1: a quick look, never standard) stops after that round. The first variant
+    is the baseline. `sample_state` reads the machine's run state before every round; `require_offload` (a
+    device backend's name) stops the sweep when a run's log shows the model was not offloaded to it.
 
-    Returns the runs (docs/protocol.md section 4), the sweep's flags, the run-state samples and the `stop` record."""
+    Returns the runs (docs/protocol.md section 4), the sweep's flags, the run-state samples and the payload's
+    stop fields (stop_reason, order_seed, stop)."""
     names = [name for name, _, _ in variants]
+    k = len(names)
     rounds = _Round(
         {name: (bin_dir, env) for name, bin_dir, env in variants}, model, settings, log_dir, report, require_offload
     )
+    seed = settings.order_seed if settings.order_seed is not None else secrets.randbelow(2**31)
     runs: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
     started = time.monotonic()
-    block = block_length(len(names))
-    # One round alone is allowed (a quick look) but is not standard; otherwise whole blocks.
-    minimum = settings.reps if settings.reps < MIN_ROUNDS else -(-settings.reps // block) * block
-    cap = max(minimum, settings.max_reps - settings.max_reps % block)
-    round_index = 0
-    reason = "minimum"
+    quick = settings.reps < MIN_ROUNDS
+    min_cycles = max(1, -(-settings.reps // k))
+    cap_cycles = max(min_cycles, settings.max_reps // k)
+    expected: tuple[int, int] | None = None
+    cycle_seconds: float | None = None
+    cycle = 0
+    reason = "rounds"
     while True:
-        if sample_state:
-            states.append(sample_state())
-        # Planned so far: through the end of this block (whether another follows is not known yet).
-        block_end = round_index + block - round_index % block
-        planned = (minimum if minimum < MIN_ROUNDS else max(minimum, block_end)) * len(names)
-        # The ETA covers the planned runs; more blocks may follow until the target, the cap or the budget.
-        left = settings.max_seconds - (time.monotonic() - started)
-        more = f"; up to {max(0, cap - block_end)} more rounds, {left / 60:.0f} min at most" if block_end < cap else ""
-        for name in interleaved_round(names, round_index):
-            runs.append(rounds.run(name, round_index + 1, len(runs) + 1, planned, more))
-        round_index += 1
-        if round_index < minimum:
-            continue
-        if minimum < MIN_ROUNDS:
+        for index, order in enumerate(cycle_orders(names, seed, cycle)):
+            if sample_state:
+                states.append(sample_state())
+            rep = cycle * k + index + 1
+            left = settings.max_seconds - (time.monotonic() - started)
+            eta = eta_text(cycle, expected, cycle_seconds, left)
+            for name in order:
+                # The round and the variant first: a narrow terminal cuts the middle of the line.
+                where = f"round {rep} of at most {cap_cycles * k} (cycle {cycle + 1}), {name}"
+                runs.append(rounds.run(name, rep, len(runs) + 1, where, eta))
+            if quick:
+                break
+        cycle += 1
+        if quick:
             break
-        if round_index % block:
-            continue
         elapsed = time.monotonic() - started
-        block_seconds = elapsed / (round_index / block)
-        if precise_enough(runs, settings.batch_sizes, names[0], settings.target):
-            reason = "target"
-        elif round_index >= cap:
-            reason = "rounds"
-        elif elapsed + block_seconds > settings.max_seconds:
-            reason = "time"
-        else:
+        cycle_seconds = elapsed / cycle
+        if cycle < min_cycles:
             continue
-        break
+        found = stop_reason(
+            runs, names[0], settings.batch_sizes, settings.min_effect, cap_cycles, elapsed, settings.max_seconds
+        )
+        if found:
+            reason = found
+            break
+        expected = expected_cycles(runs, names[0], settings, k, cap_cycles)
     flags = []
     sweep = {"runs": runs, "batch_sizes": list(settings.batch_sizes)}
-    if minimum >= MIN_ROUNDS and reason != "target":
+    if not quick and reason != "settled":
         flags.append("target_not_reached")
     if high_spread(sweep, names[0]):
         flags.append("high_spread")
     if rows_missing(runs, settings.batch_sizes):
         flags.append("sweep_row_missing")
-    return runs, flags, states, settings.stop_payload(reason, time.monotonic() - started)
+    return runs, flags, states, settings.stop_payload(reason, time.monotonic() - started, seed)

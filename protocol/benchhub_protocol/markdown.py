@@ -77,11 +77,28 @@ def format_pair(baseline: float | None, value: float | None, speedup: float | No
 
 def lines_of_run(cells: Iterable[Mapping[str, Any]], baseline: str) -> list[Line]:
     """One line per variant of one machine's run, from rows shaped as report.cells() gives them
-    (variant, batch_size, tg_tps, baseline_tg_tps, speedup); the baseline is left out."""
+    (variant, batch_size, tg_tps, baseline_tg_tps, speedup, ci_low, ci_high, verdict); the baseline is left
+    out. Each cell carries its interval and verdict beside the change ("148.0→209.9 (+42%) [+38% to +45%]
+    faster"); a row without an interval shows the speeds and no change."""
     by_variant: dict[str, list[Cell]] = {}
     for row in cells:
         if row["variant"] != baseline and row["tg_tps"] is not None:
-            cell = Cell(row["batch_size"], row["baseline_tg_tps"], row["tg_tps"], row["speedup"])
+            pair = format_pair(row["baseline_tg_tps"], row["tg_tps"], row["speedup"])
+            if row.get("ci_low") is None or row.get("verdict") is None:
+                # No interval, no change: a speed-up is never printed without its interval and verdict.
+                text = f"{format_tps(row['baseline_tg_tps'])}→{format_tps(row['tg_tps'])} (no whole cycle)"
+                interval = None
+            else:
+                low, high = row["ci_low"], row["ci_high"]
+                # Past -90% or +900%, only the side: wild noise still makes a readable cell.
+                if low >= 0.1 and high <= 10:
+                    bounds = format_interval(low, high)
+                else:
+                    low_text = "<−90%" if low < 0.1 else format_change(low)
+                    bounds = f"{low_text} to {'>+900%' if high > 10 else format_change(high)}"
+                text = f"{pair} [{bounds}] {row['verdict']}"
+                interval = "95%, every look"
+            cell = Cell(row["batch_size"], row["baseline_tg_tps"], row["tg_tps"], row["speedup"], 1, interval, text)
             by_variant.setdefault(row["variant"], []).append(cell)
     return [Line(name, found) for name, found in by_variant.items()]
 

@@ -14,12 +14,14 @@ variant and position effects (`cell_estimate`); a run-to-run term is added in qu
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from benchhub_protocol import stats
+from benchhub_protocol.cycles import MEDIAN_VARIANCE_FACTOR, SubmissionEstimate, submission_estimate, whole_cycles
 
 # A campaign's smallest effect worth reporting, where it states none (docs/protocol.md section 6).
 DEFAULT_MIN_EFFECT = 0.02
@@ -32,7 +34,13 @@ HIGH_SPREAD = 0.05
 # day), added in quadrature to the within-sweep standard error.
 RUN_TO_RUN_SD = 0.002
 MIN_ROUNDS = 2  # one round has no spread to speak of: it is never a standard run
-MAX_ROUNDS = 30  # a submission with more rounds is refused (docs/protocol.md, cells)
+# A submission with more rounds is refused (docs/protocol.md, cells). 60 since issue 44: at the per-process
+# spread measured on an H100 with an 8B model (1.0-1.4%), the stop needs 7-14 cycles of 3 rounds
+# (bench/stopping.py); 60 rounds of 3 variants and 9 batch sizes are about 200 KB of payload (18 rounds
+# were 59 KB), well inside BENCHHUB_MAX_BODY_BYTES (1 MiB) and the schema's 512 runs.
+MAX_ROUNDS = 60
+STOP_ALPHA = 0.05  # each cell's interval holds at every look together, 95% (see `look_level`)
+DEFAULT_MAX_SECONDS = 15 * 60  # of sweep, where the campaign states no `max_seconds`
 
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (scipy.stats.t.ppf(0.975, df)).
 _T975 = (
@@ -249,3 +257,244 @@ def sweep_differences(sweep: dict[str, Any], campaign_sweep: dict[str, Any]) -> 
     if 0 < rounds < MIN_ROUNDS:
         differences.append(f"{rounds} round instead of at least {MIN_ROUNDS}")
     return differences
+
+
+# --- Whole cycles and the stop (cells v4; issue 44) -------------------------------------------------
+#
+# The sweep runs whole cycles: k rounds for k variants in which every variant takes every position once,
+# ordered within the cycle at random (a random Latin square: the cyclic rotation with its rounds, its
+# positions and its variants shuffled), from a seed the payload records. After each cycle it looks at
+# every cell and stops when each one's verdict is settled at the campaign's min_effect.
+
+
+def cycle_orders(variants: Sequence[str], seed: int, cycle: int) -> list[list[str]]:
+    """The k rounds of cycle `cycle` (0-based), each the order its runs go in: a random Latin square, so every
+    variant runs once in every position over the cycle, and a slowdown tied to a moment in the cycle cannot
+    line up with one variant. The same (variants, seed, cycle) always gives the same orders."""
+    k = len(variants)
+    rng = random.Random(seed * 1_000_003 + cycle)
+    rows, columns, symbols = list(range(k)), list(range(k)), list(variants)
+    rng.shuffle(rows)
+    rng.shuffle(columns)
+    rng.shuffle(symbols)
+    return [[symbols[(rows[r] + columns[p]) % k] for p in range(k)] for r in range(k)]
+
+
+def max_looks(max_rounds: int, n_variants: int) -> int:
+    """How many times a sweep capped at max_rounds can look: once after each whole cycle."""
+    return max(1, max_rounds // max(1, n_variants))
+
+
+def look_level(looks: int) -> float:
+    """The two-sided error each look's interval may spend when a sweep can look `looks` times (the cap's
+    whole cycles, max_looks): STOP_ALPHA / looks. By the union bound (Bonferroni over the looks), a cell's
+    intervals then hold at every look together with probability at least 95%, whenever the rule stops and
+    whether the time budget ends it sooner: the verdict read where the sweep stopped is as safe as a
+    fixed-length sweep's. Spread evenly, not front-loaded: bench/stopping.py found that at the measured noise
+    the rule stops in the middle looks, where an even split leaves the interval narrower."""
+    return STOP_ALPHA / max(1, looks)
+
+
+_QUANTILES: dict[tuple[float, int], float] = {}
+
+
+def _quantile(p: float, df: int) -> float:
+    key = (p, df)
+    if key not in _QUANTILES:
+        _QUANTILES[key] = stats.t_quantile(p, df)
+    return _QUANTILES[key]
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """One cell of one machine's sweep: the submission's estimate (cycles.submission_estimate, the number
+    the site shows), the sequential interval around it, and the verdict at min_effect."""
+
+    variant: str
+    batch_size: int
+    estimate: SubmissionEstimate
+    low: float
+    high: float
+    spread: float | None  # per-process SD of log decode speed (round, variant, position removed)
+    df: int
+    verdict: str  # stats.decide at min_effect: "faster", "slower", "within", "unclear"
+    settled: bool  # the interval lies wholly beyond +-min_effect or wholly inside it
+
+    @property
+    def ratio(self) -> float:
+        return self.estimate.ratio
+
+
+def cycle_runs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of the sweep's whole cycles (cycles.whole_cycles): what every estimate is taken over."""
+    counted = {rep for block in whole_cycles(runs) for rep in block}
+    return [run for run in runs if run["rep"] in counted]
+
+
+def judge_cell(
+    runs: Sequence[dict[str, Any]], variant: str, baseline: str, batch_size: int, min_effect: float, looks: int
+) -> CellVerdict | None:
+    """The cell's verdict at a look of a sweep that can look `looks` times (max_looks).
+
+    Centre: the submission's estimate (the median of its cycles' ratios). Standard error: the per-process
+    spread of this batch size over the whole cycles (_balanced_spread: the residual of log speed after
+    round, variant and position, with many more degrees of freedom than the cycles' own; cycles with a
+    disturbed run, see disturbed_rounds, stay out of the spread while another cycle remains, as the median
+    keeps them from the centre), as the median of m cycle means of k round ratios carries it:
+    sqrt(f * 2 sigma^2 / (k m)), f = pi/2 from 3 cycles on (cycles.MEDIAN_VARIANCE_FACTOR), plus the
+    run-to-run term. Quantile: Student's t at look_level(looks). None without a whole cycle."""
+    counted = cycle_runs(runs)
+    return _judge(counted, _undisturbed(counted), variant, baseline, batch_size, min_effect, looks)
+
+
+def _judge(
+    counted: list[dict[str, Any]],
+    spread_runs: list[dict[str, Any]],
+    variant: str,
+    baseline: str,
+    batch_size: int,
+    min_effect: float,
+    looks: int,
+) -> CellVerdict | None:
+    found = submission_estimate(counted, variant, baseline, batch_size)
+    if found is None:
+        return None
+    k = len({run["variant"] for run in counted})
+    fitted = _balanced_spread(spread_runs, batch_size) or _balanced_spread(counted, batch_size)
+    if fitted is not None:
+        spread, df, _ = fitted
+        factor = MEDIAN_VARIANCE_FACTOR if found.n_cycles >= 3 else 1.0
+        standard_error = math.sqrt(factor * 2 * spread**2 / (k * found.n_cycles))
+    elif found.log_se is not None and found.df >= 1:
+        spread, df, standard_error = None, found.df, found.log_se
+    else:
+        return None
+    quantile = _quantile(1 - look_level(looks) / 2, df)
+    margin = quantile * math.sqrt(standard_error**2 + RUN_TO_RUN_SD**2)
+    centre = math.log(found.ratio)
+    low, high = math.exp(centre - margin), math.exp(centre + margin)
+    threshold = max(min_effect, stats.EFFECT_FLOOR)
+    settled = low > 1 + threshold or high < 1 - threshold or (low >= 1 - threshold and high <= 1 + threshold)
+    verdict = stats.decide(found.ratio, low, high, min_effect)
+    return CellVerdict(variant, batch_size, found, low, high, spread, df, verdict, settled)
+
+
+def _undisturbed(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of the whole cycles in which no run was disturbed, where those cycles are a strict majority:
+    only then does the median over cycles lie among the undisturbed cycles' ratios, so that their spread
+    speaks for it. Otherwise all the runs (a disturbed cycle then widens the interval, and the sweep goes on:
+    with 1 of 2 cycles disturbed, the median of two is their mean, which the disturbance moves)."""
+    batch_sizes = sorted({row["batch_size"] for run in runs for row in run["rows"]})
+    hit = {item.rep for item in disturbed_rounds(runs, batch_sizes)}
+    if not hit:
+        return list(runs)
+    blocks = whole_cycles(runs)
+    clean = [block for block in blocks if not hit & set(block)]
+    if 2 * len(clean) <= len(blocks):
+        return list(runs)
+    kept = {rep for block in clean for rep in block}
+    return [run for run in runs if run["rep"] in kept]
+
+
+def judge_sweep(
+    runs: Sequence[dict[str, Any]],
+    baseline: str,
+    batch_sizes: Sequence[int],
+    min_effect: float,
+    looks: int | None = None,
+) -> dict[tuple[str, int], CellVerdict | None]:
+    """Every non-baseline cell's verdict, keyed by (variant, batch size); `looks` defaults to what the
+    protocol's round cap allows."""
+    variants = dict.fromkeys(run["variant"] for run in runs if run["variant"] != baseline)
+    counted = cycle_runs(runs)
+    spread_runs = _undisturbed(counted)
+    looks = looks or max_looks(MAX_ROUNDS, len(variants) + 1)
+    return {
+        (variant, size): _judge(counted, spread_runs, variant, baseline, size, min_effect, looks)
+        for variant in variants
+        for size in batch_sizes
+    }
+
+
+def settled(verdicts: dict[tuple[str, int], CellVerdict | None]) -> bool:
+    """The stop: every cell has a verdict and every one is settled."""
+    return bool(verdicts) and all(found is not None and found.settled for found in verdicts.values())
+
+
+def stop_reason(
+    runs: Sequence[dict[str, Any]],
+    baseline: str,
+    batch_sizes: Sequence[int],
+    min_effect: float,
+    cap_cycles: int,
+    elapsed: float,
+    max_seconds: float,
+) -> str | None:
+    """The stop, looked at after each whole cycle: "settled" when every cell is (judged at look_level of
+    cap_cycles looks), else "rounds" when the cap leaves no room for another cycle, else "time" when another
+    cycle, at the mean cycle's length so far, would end past max_seconds; None: run another cycle."""
+    cycles = len(whole_cycles(runs))
+    if settled(judge_sweep(runs, baseline, batch_sizes, min_effect, cap_cycles)):
+        return "settled"
+    if cycles >= cap_cycles:
+        return "rounds"
+    if cycles and elapsed + elapsed / cycles > max_seconds:
+        return "time"
+    return None
+
+
+def cycles_to_settle(spread: float, centre: float, k: int, min_effect: float, limit: int) -> int | None:
+    """The first look (cycles) at which a cell with this spread and centre (log ratio) would be settled, if
+    both held; None if not by `limit` cycles. The ETA's range comes from this at the spread as measured and
+    half as wide again."""
+    threshold = math.log1p(max(min_effect, stats.EFFECT_FLOOR))
+    for m in range(1, limit + 1):
+        factor = MEDIAN_VARIANCE_FACTOR if m >= 3 else 1.0
+        standard_error = math.sqrt(factor * 2 * spread**2 / (k * m))
+        n = m * k  # rounds; the spread's degrees of freedom as _balanced_spread counts them
+        margin = _quantile(1 - look_level(limit) / 2, max(1, n * k - n - 2 * (k - 1))) * math.sqrt(
+            standard_error**2 + RUN_TO_RUN_SD**2
+        )
+        if abs(centre) + margin <= threshold or abs(centre) - margin > threshold:
+            return m
+    return None
+
+
+@dataclass(frozen=True)
+class Disturbance:
+    """A run far off its variant's typical speed: `deviation` is its median (over batch sizes) log-speed
+    difference from the variant's median speed at each size, `spread` the machine's own (robust) spread."""
+
+    rep: int
+    variant: str
+    deviation: float
+    spread: float
+
+
+DISTURBED_SPREADS = 5.0  # a run this many robust SDs off its variant's typical speed is disturbed...
+DISTURBED_FLOOR = 0.03  # ...and at least 3% off it: a quiet machine's 0.1% spread would name every wobble
+
+
+def disturbed_rounds(runs: Sequence[dict[str, Any]], batch_sizes: Sequence[int]) -> list[Disturbance]:
+    """The runs disturbed far beyond the machine's own spread (other load, a throttled moment), in run order.
+    The spread is 1.4826 x the median absolute deviation over all runs, so the disturbed runs do not set it."""
+    by_cell: dict[tuple[str, int], list[float]] = {}
+    for run in runs:
+        for row in run["rows"]:
+            if row["batch_size"] in batch_sizes and row["tg_tps"] > 0:
+                by_cell.setdefault((run["variant"], row["batch_size"]), []).append(math.log(row["tg_tps"]))
+    typical = {key: statistics.median(values) for key, values in by_cell.items()}
+    deviations: list[tuple[dict[str, Any], float]] = []
+    for run in sorted(runs, key=lambda item: item["seq"]):
+        offsets = [
+            math.log(row["tg_tps"]) - typical[(run["variant"], row["batch_size"])]
+            for row in run["rows"]
+            if (run["variant"], row["batch_size"]) in typical and row["tg_tps"] > 0
+        ]
+        if offsets:
+            deviations.append((run, statistics.median(offsets)))
+    if len(deviations) < 4:
+        return []
+    spread = 1.4826 * statistics.median(abs(value) for _, value in deviations)
+    limit = max(DISTURBED_SPREADS * spread, DISTURBED_FLOOR)
+    return [Disturbance(run["rep"], run["variant"], value, spread) for run, value in deviations if abs(value) > limit]

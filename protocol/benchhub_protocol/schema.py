@@ -160,17 +160,23 @@ SWEEP_SCHEMA = _object(
         },
         # Batch sizes run before the measured pass of every process and dropped (agent 0.2.0 on).
         "warmup_batch_sizes": _list({"type": "integer", "minimum": 1, "maximum": 4096}, 64),
-        # When the sweep stopped adding rounds, and why (agent 0.2.0 on).
+        # When the sweep stopped adding rounds, and why (agent 0.2.0 on; min_effect and "settled" from 0.3.0,
+        # target_half_width, "target" and "minimum" before it).
         "stop": _object(
             {
                 "target_half_width": {"type": "number", "minimum": 0, "maximum": 1},
+                "min_effect": {"type": "number", "minimum": 0, "maximum": 1},
                 "min_rounds": {"type": "integer", "minimum": 1, "maximum": 100},
                 "max_rounds": {"type": "integer", "minimum": 1, "maximum": 100},
                 "max_seconds": {"type": "number", "minimum": 0, "maximum": 86_400},
-                "reason": {"enum": ["target", "rounds", "time", "minimum"]},
+                "reason": {"enum": ["target", "rounds", "time", "minimum", "settled"]},
                 "seconds": {"type": "number", "minimum": 0, "maximum": 864_000},
-            }
+            },
+            optional=("target_half_width", "min_effect"),
         ),
+        # Cells v4 (docs/protocol.md 4.4): why the sweep ended, and the seed that ordered each cycle's runs.
+        "stop_reason": {"enum": ["settled", "time", "rounds"]},
+        "order_seed": {"type": "integer", "minimum": 0, "maximum": 2**53},
         "runs": _list(
             _object(
                 {
@@ -186,7 +192,7 @@ SWEEP_SCHEMA = _object(
         ),
     },
     # Optional so that a v1 payload written before campaigns had extra switches stays valid: absent is none.
-    optional=("extra_args", "warmup_batch_sizes", "stop"),
+    optional=("extra_args", "warmup_batch_sizes", "stop", "stop_reason", "order_seed"),
 )
 
 CORRECTNESS_SCHEMA = _object(

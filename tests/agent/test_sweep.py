@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
 from pathlib import Path
@@ -11,6 +12,7 @@ from benchhub_agent.errors import AgentError, ExitCode
 from benchhub_agent.report import cells, table
 from benchhub_agent.sweep import SweepSettings
 from benchhub_agent.tools import check_offload, parse_batched_bench_jsonl
+from benchhub_protocol import rounds
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REFERENCE = FIXTURES / "cpu"
@@ -60,15 +62,6 @@ def test_it_sizes_the_context_for_every_sequence_of_the_largest_batch() -> None:
     assert sweep.context_size(128, 64, [1, 2, 3, 4, 5, 8, 9, 12, 16]) == 16 * 256
 
 
-def test_it_balances_positions_by_rotating_the_order_and_its_mirror() -> None:
-    orders = [sweep.interleaved_round(["A", "B", "C"], index) for index in range(6)]
-    assert orders == [list("ABC"), list("BCA"), list("CAB"), list("CBA"), list("BAC"), list("ACB")]
-    for block in (orders[:3], orders[3:]):  # every block of 3 rounds: each variant once in each position
-        assert all(sorted(order[position] for order in block) == ["A", "B", "C"] for position in range(3))
-    # Over two blocks each variant runs before each other one equally often: a drift cannot favour one.
-    assert sum(order.index("A") < order.index("B") for order in orders) == 3
-
-
 def test_it_warms_up_on_the_first_two_batch_sizes_with_the_campaigns_npp_and_ntg() -> None:
     args = sweep.batched_bench_args(Path("/b/llama-batched-bench"), Path("m.gguf"), settings(batch_sizes=(1, 2, 16)))
     assert args[args.index("-npl") + 1] == "1,2,1,2,16"
@@ -91,7 +84,7 @@ def test_it_keeps_the_second_pass_and_drops_the_warm_up() -> None:
     assert aborted and sweep.measured_rows(aborted, [1, 2, 16], warmup=[1, 2]) == []  # it died in its warm-up
 
 
-def test_it_runs_mirrored_rounds_and_records_an_abort_with_its_exit_code(tmp_path: Path) -> None:
+def test_it_runs_whole_cycles_in_the_seeds_order_and_records_an_abort_with_its_exit_code(tmp_path: Path) -> None:
     good = replaying_tool(tmp_path / "good", THRICE, 0)
     aborting = replaying_tool(tmp_path / "bad", REFERENCE / "batched-bench.ctx-too-small.stdout", 134)
     seen: list[str] = []
@@ -99,57 +92,56 @@ def test_it_runs_mirrored_rounds_and_records_an_abort_with_its_exit_code(tmp_pat
     runs, flags, sampled, stop = sweep.run_sweep(
         [("upstream", good, {}), ("01", aborting, {"GGML_X": "1"})],
         Path("m.gguf"),
-        settings(),
+        dataclasses.replace(settings(), order_seed=5),
         tmp_path / "logs",
         lambda detail, fraction: seen.append(detail),
         sample_state=lambda: next(states),
     )
-    assert [(run["variant"], run["rep"], run["seq"]) for run in runs] == [
-        ("upstream", 1, 1),
-        ("01", 1, 2),
-        ("01", 2, 3),
-        ("upstream", 2, 4),
-    ]
+    expected = [name for order in rounds.cycle_orders(["upstream", "01"], 5, 0) for name in order]
+    assert [run["variant"] for run in runs] == expected and [run["rep"] for run in runs] == [1, 1, 2, 2]
+    assert stop["order_seed"] == 5
     assert sampled == [{"n": 1}, {"n": 2}]  # one reading before every round
-    assert runs[1]["exit_code"] == 134 and runs[1]["rows"] == []
-    assert sorted(row["batch_size"] for row in runs[0]["rows"]) == [1, 2, 4]  # rows outside the sweep are dropped
-    assert flags == ["target_not_reached", "sweep_row_missing"]  # 01 has no cell at all: nothing is precise
-    assert stop["reason"] == "rounds"
-    assert any("upstream round 1" in detail and "warm-up, batch 1" in detail for detail in seen)
-    assert (tmp_path / "logs" / "batched-bench-002-01-rep1.cmd").read_text().startswith("GGML_X=1 ")
+    aborted = next(run for run in runs if run["variant"] == "01")
+    assert aborted["exit_code"] == 134 and aborted["rows"] == []
+    kept = next(run for run in runs if run["variant"] == "upstream")
+    assert sorted(row["batch_size"] for row in kept["rows"]) == [1, 2, 4]  # rows outside the sweep are dropped
+    assert flags == ["target_not_reached", "sweep_row_missing"]  # 01 has no cell at all: nothing settles
+    assert stop["stop_reason"] == "rounds"
+    assert any("round 1 of at most 2 (cycle 1), upstream, warm-up batch 1" in detail for detail in seen)
+    first_01 = next(run for run in runs if run["variant"] == "01")
+    log = tmp_path / "logs" / f"batched-bench-{first_01['seq']:03d}-01-rep{first_01['rep']}.cmd"
+    assert log.read_text().startswith("GGML_X=1 ")
 
 
-def test_it_stops_at_the_first_block_whose_median_cell_is_within_the_target(tmp_path: Path) -> None:
-    base = noisy_tool(tmp_path / "a", [1.000, 1.000, 1.0, 1.0])
-    new = noisy_tool(tmp_path / "b", [1.200, 1.201, 1.2, 1.2])
+def test_it_stops_settled_once_a_clear_change_is_known(tmp_path: Path) -> None:
+    base = noisy_tool(tmp_path / "a", [1.0] * 10)
+    new = noisy_tool(tmp_path / "b", [1.200, 1.201, 1.2, 1.199, 1.2, 1.2, 1.201, 1.2, 1.2, 1.2])
     runs, flags, _, stop = sweep.run_sweep(
         [("A", base, {}), ("B", new, {})], Path("m"), settings(max_reps=10), tmp_path / "l", lambda *_: None
     )
-    # Two rounds leave 1 degree of freedom (t = 12.7): never ±1%; the second block of two rounds is.
-    assert len({run["rep"] for run in runs}) == 4 and flags == [] and stop["reason"] == "target"
+    assert len({run["rep"] for run in runs}) in (2, 4) and flags == [] and stop["stop_reason"] == "settled"
 
 
-def test_it_adds_mirrored_pairs_while_a_cell_is_wide_and_flags_the_cap(tmp_path: Path) -> None:
+def test_it_adds_whole_cycles_while_a_cell_is_unsettled_and_flags_the_cap(tmp_path: Path) -> None:
     noise = [1.0, 1.05, 0.96, 1.03, 0.98, 1.04, 0.95, 1.02]
     base = noisy_tool(tmp_path / "a", [1.0] * 8)
     new = noisy_tool(tmp_path / "b", noise)
     runs, flags, _, stop = sweep.run_sweep(
         [("A", base, {}), ("B", new, {})], Path("m"), settings(max_reps=7), tmp_path / "l", lambda *_: None
     )
-    assert [run["variant"] for run in runs][:8] == ["A", "B", "B", "A", "B", "A", "A", "B"]  # blocks and mirrors
-    assert len({run["rep"] for run in runs}) == 6  # the cap rounds down to whole blocks
-    # The spread (3-5% between runs) is not above HIGH_SPREAD: the target was missed, the spread is not high.
-    assert flags == ["target_not_reached"] and stop["reason"] == "rounds"
+    assert len({run["rep"] for run in runs}) == 6  # the cap rounds down to whole cycles
+    # The spread (3-5% between runs) is not above HIGH_SPREAD: unsettled, the spread is not high.
+    assert flags == ["target_not_reached"] and stop["stop_reason"] == "rounds"
 
 
-def test_it_stops_adding_pairs_when_the_next_would_end_past_the_time_cap(tmp_path: Path) -> None:
+def test_it_stops_adding_cycles_when_the_next_would_end_past_the_time_budget(tmp_path: Path) -> None:
     base = noisy_tool(tmp_path / "a", [1.0] * 8)
     new = noisy_tool(tmp_path / "b", [1.0, 1.05, 0.96, 1.03, 0.98, 1.04, 0.95, 1.02])
     hurried = SweepSettings(
         npp=128, ntg=32, batch_sizes=(1, 2), reps=2, max_reps=8, flash_attn=True, n_gpu_layers=99, max_seconds=0.001
     )
     runs, flags, _, stop = sweep.run_sweep([("A", base, {}), ("B", new, {})], Path("m"), hurried, tmp_path / "l", print)
-    assert len({run["rep"] for run in runs}) == 2 and "target_not_reached" in flags and stop["reason"] == "time"
+    assert len({run["rep"] for run in runs}) == 2 and "target_not_reached" in flags and stop["stop_reason"] == "time"
 
 
 def test_it_runs_one_round_when_asked_and_says_that_is_not_standard(tmp_path: Path) -> None:
@@ -157,7 +149,7 @@ def test_it_runs_one_round_when_asked_and_says_that_is_not_standard(tmp_path: Pa
     runs, flags, _, stop = sweep.run_sweep(
         [("A", good, {}), ("B", good, {})], Path("m"), settings(reps=1, max_reps=10), tmp_path / "l", lambda *_: None
     )
-    assert len(runs) == 2 and flags == [] and stop["reason"] == "minimum"
+    assert len(runs) == 2 and flags == [] and stop["stop_reason"] == "rounds"
     assert sweep.planned_differences(settings(reps=1), CAMPAIGN_SWEEP) == ["1 round instead of at least 2"]
     assert sweep.sweep_differences(settings().as_payload(runs), CAMPAIGN_SWEEP) == ["1 round instead of at least 2"]
 
@@ -195,7 +187,7 @@ def _payload(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def test_it_shows_the_seed_format_with_the_half_width_of_the_interval() -> None:
+def test_it_shows_the_change_with_its_interval_and_verdict() -> None:
     runs = [
         {"variant": "upstream", "rep": 1, "seq": 1, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 148.0}]},
         {"variant": "01", "rep": 1, "seq": 2, "exit_code": 0, "rows": [{"batch_size": 4, "tg_tps": 209.0}]},
@@ -204,14 +196,12 @@ def test_it_shows_the_seed_format_with_the_half_width_of_the_interval() -> None:
     ]
     text = table(_payload(runs))
     patched = next(cell for cell in cells(_payload(runs)) if cell["variant"] == "01")
-    # The printed change is the centre of the interval printed beside it, and both bounds are kept.
-    assert patched["n_rounds"] == 2 and patched["speedup"] ** 2 == pytest.approx(patched["ci_low"] * patched["ci_high"])
+    # The printed change is the site's estimate, the centre of the interval printed beside it.
+    assert patched["n_cycles"] == 1 and patched["speedup"] ** 2 == pytest.approx(patched["ci_low"] * patched["ci_high"])
     low, high = (patched["ci_low"] - 1) * 100, (patched["ci_high"] - 1) * 100
-    assert (
-        f"148.0→{148.0 * patched['speedup']:.1f} ({(patched['speedup'] - 1) * 100:+.1f}%) [{low:+.1f}%, {high:+.1f}%]"
-        in text
-    )
-    assert patched["verdict"] == "faster" and "verdict at min_effect 2%" in text
+    assert f"{(patched['speedup'] - 1) * 100:+.1f}%  [{low:+.1f}%, {high:+.1f}%]" in text
+    # One cycle of two rounds leaves one degree of freedom, judged at the level of all 30 looks: wide.
+    assert patched["verdict"] == "unclear" and "verdict at min_effect 2%" in text
 
 
 def test_it_reads_a_real_cpu_run_given_the_list_twice_at_verbosity_4(recorded: Any) -> None:
@@ -238,7 +228,7 @@ def test_it_calls_the_generation_check_inconclusive_where_the_baseline_loops_too
         entry("01", "ocean", True, True),
         entry("01", "code", True, False),
     ]
-    lines = table(payload).splitlines()
+    lines = table(payload).replace("\n  ", " ").splitlines()  # the sentences as one line each, unwrapped
     assert any(line.startswith("upstream at") and "generation 1/2 degenerate, 2/2 identical" in line for line in lines)
     patched = next(line for line in lines if line.startswith("01 at"))
     assert "generation 1/1 degenerate, 1 not judged (the baseline is degenerate there too), 1/2 identical" in patched

@@ -58,12 +58,10 @@ def _sweep(spread: float, n_rounds: int, seed: int = 1) -> dict[str, Any]:
     """Three identical builds in the agent's balanced order, each run's speed off by `spread` (log SD)."""
     import random
 
-    from benchhub_agent.sweep import interleaved_round
-
     rng = random.Random(seed)
     runs = []
     for index in range(n_rounds):
-        for name in interleaved_round(["A", "B", "C"], index):
+        for name in rounds.cycle_orders(["A", "B", "C"], seed, index // 3)[index % 3]:
             runs.append(_run(name, index + 1, {1: 100.0 * math.exp(rng.gauss(0, spread))}))
             runs[-1]["seq"] = len(runs)
     return {"batch_sizes": [1], "runs": runs}

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from benchhub_protocol import envelope
+from benchhub_protocol import envelope, rounds
 from django.utils import timezone
 
 from benchhub.accounts.models import PublicKey
@@ -34,10 +34,10 @@ def cell(**key: Any) -> LeaderboardCell:
 
 
 def test_it_refuses_more_rounds_than_the_protocol_allows(api: Api, ada: envelope.Signer) -> None:
-    response = api.submit(build_payload(tg=ratio_run(100, 1.1, rounds=31)), ada)
+    response = api.submit(build_payload(tg=ratio_run(100, 1.1, rounds=rounds.MAX_ROUNDS + 1)), ada)
     assert response.status_code == 400
     assert (response.json()["error"], response.json()["field"]) == ("too_many_rounds", "sweep.runs")
-    assert api.submit(build_payload(tg=ratio_run(100, 1.1, rounds=30)), ada).status_code == 201
+    assert api.submit(build_payload(tg=ratio_run(100, 1.1, rounds=rounds.MAX_ROUNDS)), ada).status_code == 201
 
 
 @pytest.mark.parametrize(

@@ -38,15 +38,12 @@ def test_it_installs_the_served_wheel_into_a_fresh_virtualenv(
     target = tmp_path / "fresh"
     venv.create(target, with_pip=True)
     python = target / "bin" / "python"
-    # The wheel asks for a Python with tarfile's fixes; this machine's (3.11.7) predates them.
+    # Any Python 3.11 or newer, as the pages say (issue 44: this machine's 3.11.7 once could not install
+    # it): one plain install, dependencies resolved for this Python, as the site's install line does.
     with zipfile.ZipFile(built) as archive:
         metadata = archive.read(f"benchhub_agent-{benchhub_agent.__version__}.dist-info/METADATA").decode()
-    assert "Requires-Python: " in metadata and ">=3.11.13" in metadata and "!=3.12.10" in metadata
-    # So its dependencies first, each for this Python, then the wheel itself past its Requires-Python.
-    needs = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
-    pip = [python, "-m", "pip", "install", "--quiet"]
-    subprocess.run([*pip, *needs], check=True, timeout=600)
-    subprocess.run([*pip, "--no-deps", "--ignore-requires-python", url], check=True, timeout=600)
+    assert "Requires-Python: >=3.11\n" in metadata
+    subprocess.run([python, "-m", "pip", "install", "--quiet", url], check=True, timeout=600)
     shown = subprocess.run([target / "bin" / "benchhub-agent", "--version"], capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == f"benchhub-agent, version {benchhub_agent.__version__}"
     payload_version = subprocess.run(

@@ -66,16 +66,35 @@ def test_it_writes_the_seeds_form_with_machines_interval_kind_and_permalink() ->
 
 
 def test_it_turns_an_agent_run_into_the_same_table() -> None:
-    """What `benchhub-agent run` prints at the end: its report.cells() rows, one machine, no interval."""
+    """What `benchhub-agent run` prints at the end: its report.cells() rows, one machine; a change only with
+    its interval and verdict (issue 44: the Markdown once said "+18%" where the table said "unclear")."""
     rows = [
         {"variant": "upstream", "batch_size": 4, "tg_tps": 148.0, "baseline_tg_tps": 148.0, "speedup": 1.0},
-        {"variant": "01", "batch_size": 4, "tg_tps": 209.9, "baseline_tg_tps": 148.0, "speedup": 209.9 / 148.0},
+        {
+            "variant": "01",
+            "batch_size": 4,
+            "tg_tps": 209.9,
+            "baseline_tg_tps": 148.0,
+            "speedup": 209.9 / 148.0,
+            "ci_low": 1.38,
+            "ci_high": 1.455,
+            "verdict": "faster",
+        },
+        {"variant": "01", "batch_size": 2, "tg_tps": 100.0, "baseline_tg_tps": 90.0, "speedup": None},
         {"variant": "01", "batch_size": 8, "tg_tps": None, "baseline_tg_tps": 137.7, "speedup": None},
     ]
     lines = markdown.lines_of_run(rows, "upstream")
     header, body = table_of(markdown.table(lines, title="Apple M1 (8-core GPU), run", permalink="https://x/s/1/"))
-    assert header == ["", "machines", "interval", "BS4"]
-    assert body == [["01", "1 machine", "none (1 machine)", "148.0→209.9 (+42%)"]]
+    assert header == ["", "machines", "interval", "BS2", "BS4"]
+    assert body == [
+        [
+            "01",
+            "1 machine",
+            "95%, every look interval / none (1 machine)",
+            "90.0→100.0 (no whole cycle)",
+            "148.0→209.9 (+42%) [+38% to +46%] faster",
+        ]
+    ]
 
 
 def _markdown_on(text: str, name: str) -> str:

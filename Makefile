@@ -21,11 +21,8 @@ help:  ## list the verbs
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# The agent asks contributors for a Python with tarfile's fixes (agent/pyproject.toml); the Pythons of this
-# project's dev and CI machines (3.11.7) predate them, and the agent's own unpacking does not need them, so
-# its tests run here anyway. Its dependencies are installed first, each resolved for this Python (ignoring
-# Requires-Python while resolving would ignore it for them too: a numpy too new for 3.11), then the agent
-# itself past its Requires-Python.
+# The agent's dependencies are installed first, each resolved for this Python, then the agent itself in
+# editable mode without touching them (its Requires-Python, >=3.11, is this Python's anyway).
 # PYTHONWARNINGS: the build backend's warnings about editable installs are for package authors; they
 # buried make run's output.
 $(VENV)/.installed: $(BIN)/python pyproject.toml agent/pyproject.toml protocol/pyproject.toml

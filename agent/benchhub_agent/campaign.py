@@ -1,10 +1,10 @@
 """The campaign a run follows: the server's manifest, or the newest version bundled with the agent.
 
 Every version is signed by the offline campaign key (benchhub_protocol.campaign_versions); the agent
-bundles the public keys it trusts. A server manifest is checked field by field first (manifest.py),
-then its signature over its digest, before anything of it is used or asked about (exit 16): a server
-cannot change one signed field. Then each patch is downloaded from its URL and checked against the
-signed sha256. A bundled version's patch files are checked against its signed sha256 too. A version
+bundles the public keys it trusts. A server manifest's signature over its digest is checked first,
+before anything of it is used or asked about (exit 16): a server cannot change one signed field.
+Then it is checked field by field (manifest.py), and each patch is downloaded from its URL and
+checked against the signed sha256. A bundled version's patch files are checked against its signed sha256 too. A version
 whose variants do not all pin a commit is a draft: nothing of it is built (require_pinned). Code that
 is signed but not bundled is still shown and asked about (trust.py).
 """
@@ -169,13 +169,15 @@ def from_manifest(manifest: dict[str, Any], dirs: Dirs, slug: str | None = None,
             f"Campaign {slug} has no open version yet (version {str(manifest.get('version'))[:8]} is a draft): "
             "nothing of it runs until a moderator publishes a signed one.",
         )
-    manifest_rules.validate(manifest, slug, client.is_loopback(urlsplit(server).hostname))
+    # The signature first: a field a server changed is refused as such (exit 16) whatever its value;
+    # the field checks then hold a signed manifest to the same rules (a stolen campaign key).
     if _signed_by(manifest) is None:
         raise AgentError(
             ExitCode.SIGNATURE,
             f"The server's manifest for campaign {slug} is not signed by a campaign key this agent trusts "
             "(a field was changed, or the signature is missing): refused before anything of it was used.",
         )
+    manifest_rules.validate(manifest, slug, client.is_loopback(urlsplit(server).hostname))
     version = int(manifest["version"])
     shipped = bundled_manifest(slug)
     if shipped is not None and shipped.get("signature") and version < int(shipped["version"]):

@@ -41,6 +41,9 @@ class HostileServer:
         self.heavy_redirects: set[str] = set()  # of those, the ones whose 302 carries a 50 MB body
         self.trickled: set[str] = set()  # GET paths answered one byte every TRICKLE_S, for at most TRICKLE_FOR_S
         self.stopping = threading.Event()
+        # Sign every manifest as served, as a holder of the stolen campaign key would: what the agent
+        # then refuses, it refuses by its field checks, past the signature.
+        self.stolen_key = False
         handler = self._handler()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -66,6 +69,8 @@ class HostileServer:
                 elif self.path == "/api/v1/campaigns/":
                     self._send(json.dumps({"results": [{"slug": SLUG}]}).encode(), "application/json")
                 elif self.path == f"/api/v1/campaigns/{SLUG}/":
+                    if server.stolen_key:
+                        server.sign()
                     self._send(json.dumps(server.manifest).encode(), "application/json")
                 elif self.path == "/big.patch":
                     self._stream_big()

@@ -69,6 +69,7 @@ def test_it_passes_on_only_the_ggml_switches_the_campaigns_need(
     variable: str, value: str, hostile: HostileServer, tiny: Path
 ) -> None:
     hostile.manifest["variants"][2]["env"][variable] = value
+    hostile.sign()  # past the signature (a stolen campaign key): the field checks still hold
     answer = run_agent(hostile, tiny, "--yes")
     assert_refused(answer, ExitCode.MANIFEST, "variants[2].env key", "not one of the ggml switches")
 
@@ -76,6 +77,7 @@ def test_it_passes_on_only_the_ggml_switches_the_campaigns_need(
 @pytest.mark.parametrize("value", ["/tmp/x.so", "https://example.com/x", "~/.zshrc", "a=b"])
 def test_an_allowed_switch_takes_no_path_or_url(value: str, hostile: HostileServer, tiny: Path) -> None:
     hostile.manifest["variants"][2]["env"]["GGML_METAL_MV_IQ2_XXS_VEC"] = value
+    hostile.sign()
     answer = run_agent(hostile, tiny, "--yes")
     assert_refused(answer, ExitCode.MANIFEST, "variants[2].env.GGML_METAL_MV_IQ2_XXS_VEC", "short plain value")
 

@@ -27,7 +27,11 @@ GEMMA = FIXTURES / "gemma-3-270m-q4_k_m.gguf"  # a real model: the old agent rea
 
 @pytest.fixture
 def hostile() -> Iterator[HostileServer]:
+    """Every manifest it serves signed by the campaign key (as if stolen): these tests are about the
+    agent's field checks, which hold past the signature (tests/agent/test_signed_manifests.py is
+    about the signature)."""
     with running() as server:
+        server.stolen_key = True
         yield server
 
 

@@ -80,9 +80,9 @@ def test_every_signed_field_changed_by_the_server_is_refused_before_any_patch_is
         server.requested.clear()
         with pytest.raises(AgentError) as caught:
             campaign.from_manifest(tampered(server.manifest, path), home(), SLUG, server.url)
-        # A change that breaks a field's own pattern is refused by that check first (exit 10); every other
-        # change by the signature (exit 16). Either way nothing was downloaded.
-        assert caught.value.code in (ExitCode.MANIFEST, ExitCode.SIGNATURE), (path, caught.value.message)
+        # The signature is checked first: every changed field is refused by it (exit 16), whatever its
+        # value, and nothing was downloaded.
+        assert caught.value.code == ExitCode.SIGNATURE, (path, caught.value.message)
         assert server.requested == [], path
     with_extra = {**server.manifest, "extra": "a field the server added"}
     for refused in (with_extra, {**server.manifest, "signature": None}, {**server.manifest, "digest": "0" * 64}):

@@ -175,7 +175,7 @@ def test_it_measures_a_pinned_baseline_against_the_commit_a_ref_points_to(live_s
         # The trivial commit changed one file: its build in the shared tree recompiled that file alone.
         assert [line.rsplit("/", 1)[-1] for line in build_log_compiles(logs / "build-pr-1.log")] == ["main.cpp.o"]
         # The terminal table labels variants by name; the status lines name the commits.
-        assert "batch  base" in done.stderr and "pr-1" in done.stderr
+        assert "pr-1 against base:" in done.stderr
         assert f"pr-1 at {second[:12]}:" in done.stderr and f"base at {first[:12]}:" in done.stderr
 
         api = f"{live_server.url}/api/v1"

@@ -74,15 +74,19 @@ CRAFTED_QUERY = {"cursor": API_CURSORS, "before": SITE_CURSORS}
 
 
 def craft_cursors(query: Any) -> st.SearchStrategy[Any]:
-    """Half the time, a query's cursor is replaced by one that decodes (a generated one rarely does)."""
+    """Half the time, a query's cursor is replaced by one that decodes (a generated one rarely does),
+    beside the query's other parameters or alone: a generated filter value is mostly refused before
+    the cursor is read, so without the lone cursor the decoding path could go unvisited."""
     if not isinstance(query, dict) or not CRAFTED_QUERY.keys() & query.keys():
         return st.just(query)
-    return st.fixed_dictionaries(
+    beside = st.fixed_dictionaries(
         {
             name: st.just(value) | CRAFTED_QUERY[name] if name in CRAFTED_QUERY else st.just(value)
             for name, value in query.items()
         }
     )
+    alone = st.fixed_dictionaries({name: CRAFTED_QUERY[name] for name in CRAFTED_QUERY.keys() & query.keys()})
+    return beside | alone
 
 
 def _valid_payload(payload_type: str) -> dict[str, Any]:

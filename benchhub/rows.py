@@ -15,8 +15,16 @@ Row = TypeVar("Row", bound=models.Model)
 
 def get_or_insert(model: type[Row], lookup: dict[str, Any], defaults: dict[str, Any] | None = None) -> Row:
     """The row matching `lookup` (unique together), inserted with `defaults` when there is none."""
+    return found_or_inserted(model, lookup, defaults)[0]
+
+
+def found_or_inserted(
+    model: type[Row], lookup: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> tuple[Row, bool]:
+    """get_or_insert, and whether the row was missing before this call (another request may have
+    inserted it meanwhile: then both say so)."""
     found = model._default_manager.filter(**lookup).first()
     if found is not None:
-        return found
+        return found, False
     model._default_manager.bulk_create([model(**lookup, **(defaults or {}))], ignore_conflicts=True)
-    return model._default_manager.get(**lookup)
+    return model._default_manager.get(**lookup), True

@@ -316,7 +316,7 @@ def _store(
     """`restored`: the (id, received_at) a snapshot gives a submission rebuilt from it (restore.py);
     its cells are refreshed once every submission is in."""
     names.claim_chip(payload["machine"]["chip"])  # one spelling per chip slug (issue 30)
-    model_file = storage.model_file_row(payload["model"])
+    model_file, new_claim = storage.model_file_claim(payload["model"])
     machine = storage.machine_row(payload["machine"])
     submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file, version)
     if restored is not None:
@@ -334,7 +334,8 @@ def _store(
     cells.ensure_group(group)
     if restored is None:
         transaction.on_commit(lambda: tasks.queue_refresh(group))
-        transaction.on_commit(lambda: tasks.after_claim(model_file.sha256))  # outside this transaction
+        if new_claim:  # a claim seen before changes no standing the sweeper would not settle within a minute
+            transaction.on_commit(lambda: tasks.after_claim(model_file.sha256))  # outside this transaction
     return submission
 
 

@@ -19,7 +19,7 @@ from benchhub.results.models import (
     SweepRow,
     SweepRun,
 )
-from benchhub.rows import get_or_insert
+from benchhub.rows import found_or_inserted, get_or_insert
 
 MACHINE_IDENTITY = (
     "os",
@@ -53,9 +53,15 @@ def facts_digest(model: dict[str, Any]) -> str:
 
 def model_file_row(model: dict[str, Any]) -> ModelFile:
     """This submission's own claim about its model file (identical claims share a row)."""
+    return model_file_claim(model)[0]
+
+
+def model_file_claim(model: dict[str, Any]) -> tuple[ModelFile, bool]:
+    """The claim's row, and whether it is new: only a new claim can start a file's dispute."""
     claim = {**model_facts(model), "file_name": model["file_name"], "label": model.get("label", "")}
     fingerprint = hashlib.sha256(envelope.canonical_bytes(claim)).hexdigest()
-    return get_or_insert(ModelFile, {"fingerprint": fingerprint}, {**claim, "facts_digest": facts_digest(model)})
+    defaults = {**claim, "facts_digest": facts_digest(model)}
+    return found_or_inserted(ModelFile, {"fingerprint": fingerprint}, defaults)
 
 
 def store_rows(pairs: list[tuple[Submission, dict[str, Any]]]) -> dict[Any, dict[str, SubmissionVariant]]:

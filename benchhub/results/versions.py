@@ -15,7 +15,7 @@ from typing import Any
 
 from benchhub_protocol import campaign_versions
 from django.db import transaction
-from django.db.models import Case, Q, Value, When
+from django.db.models import Case, Value, When
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -171,8 +171,9 @@ def version_for(campaign: Campaign, payload: dict[str, Any], created_at: datetim
     """The version a payload is judged by: the one its `campaign_digest` names, else the one open at
     its created_at (docs/protocol.md, campaign versions); IngestError when there is none to run under,
     or the campaign is closed."""
-    signed = CampaignVersion.objects.filter(campaign=campaign).exclude(signature="")
-    newest = signed.order_by("-version").only("state").first()
+    # Every signed version in one query (a campaign has a handful): the newest says whether it is closed.
+    signed = list(CampaignVersion.objects.filter(campaign=campaign).exclude(signature="").order_by("version"))
+    newest = signed[-1] if signed else None
     if newest is not None and newest.state == State.CLOSED:
         raise IngestError(400, "campaign_closed", f"Campaign {campaign.slug} takes no more results.", "campaign")
     named = payload.get("campaign_digest")
@@ -186,8 +187,8 @@ def version_for(campaign: Campaign, payload: dict[str, Any], created_at: datetim
                 "campaign_digest",
             )
         return found
-    found = signed.filter(Q(published_at__lte=created_at) | Q(published_at__isnull=True)).order_by("-version").first()
-    found = found or signed.order_by("version").first()
+    opened = [row for row in signed if row.published_at is None or row.published_at <= created_at]
+    found = opened[-1] if opened else newest and signed[0]
     if found is None:
         raise IngestError(
             400, "campaign_not_open", f"Campaign {campaign.slug} has no published version yet.", "campaign"

@@ -26,10 +26,9 @@ from django.db.models import CharField, Count, Min, Value
 from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
 
+from benchhub.results.flags import QUARANTINED
 from benchhub.results.models import FileStanding, ModelClaimDecision, ModelFile, Submission
 from benchhub.rows import get_or_insert
-
-QUARANTINED = "quarantined"
 
 
 @dataclass

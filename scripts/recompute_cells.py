@@ -784,6 +784,18 @@ def nonstandard(payload: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool
     return sweep_differs(sweep, manifest["sweep"]) or env_differs(payload, manifest) or too_few_rounds(payload)
 
 
+def run_positions(runs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+    """Each run's position in its round (0 = first), by `seq`."""
+    by_round: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for run in runs:
+        by_round[run["rep"]].append(run)
+    return {
+        (run["variant"], rep): index
+        for rep, members in by_round.items()
+        for index, run in enumerate(sorted(members, key=lambda member: member["seq"]))
+    }
+
+
 def whole_cycles(runs: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...]]:
     """The reps of each whole cycle: consecutive blocks of k rounds (k variants) in which every
     variant ran once in every position (by `seq` within the round); other blocks are left out."""
@@ -791,15 +803,8 @@ def whole_cycles(runs: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...]]:
     k = len(variants)
     if k < 2:
         return []
-    by_round: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
-    for run in runs:
-        by_round[run["rep"]].append(run)
-    positions = {
-        (run["variant"], rep): index
-        for rep, members in by_round.items()
-        for index, run in enumerate(sorted(members, key=lambda member: member["seq"]))
-    }
-    reps = sorted(by_round)
+    positions = run_positions(runs)
+    reps = sorted({run["rep"] for run in runs})
     found = []
     for start in range(0, len(reps) - k + 1, k):
         block = tuple(reps[start : start + k])
@@ -808,6 +813,38 @@ def whole_cycles(runs: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...]]:
         if complete and seen == {(variant, position) for variant in variants for position in range(k)}:
             found.append(block)
     return found
+
+
+def one_cycle_spread(runs: Sequence[Mapping[str, Any]], batch: int) -> float | None:
+    """The per-process SD of log speed at one batch size over one whole cycle (a k x k Latin square of
+    rounds, positions and variants), after round, variant and position effects, with (k-1)(k-2)
+    degrees of freedom; None below one degree of freedom (two variants) or without every run's row."""
+    positions = run_positions(runs)
+    logs = {
+        (run["variant"], run["rep"]): math.log(row["tg_tps"])
+        for run in runs
+        for row in run["rows"]
+        if row["batch_size"] == batch and row["tg_tps"] > 0
+    }
+    names = sorted({run["variant"] for run in runs})
+    reps = sorted({run["rep"] for run in runs if all((name, run["rep"]) in logs for name in names)})
+    k = len(names)
+    df = len(reps) * k - len(reps) - 2 * (k - 1)
+    if len(reps) != k or df < 1:
+        return None
+    cells = [(name, rep) for name in names for rep in reps]
+    grand = math.fsum(logs[cell] for cell in cells) / len(cells)
+    by_round = {rep: math.fsum(logs[name, rep] for name in names) / k for rep in reps}
+    by_variant = {name: math.fsum(logs[name, rep] for rep in reps) / k for name in names}
+    by_position: dict[int, list[float]] = defaultdict(list)
+    for cell in cells:
+        by_position[positions[cell]].append(logs[cell])
+    position_mean = {position: math.fsum(values) / len(values) for position, values in by_position.items()}
+    residuals = [
+        logs[name, rep] - by_round[rep] - by_variant[name] - position_mean[positions[name, rep]] + 2 * grand
+        for name, rep in cells
+    ]
+    return math.sqrt(math.fsum(value * value for value in residuals) / df)
 
 
 def _stdev(values: Sequence[float]) -> float:
@@ -838,20 +875,28 @@ def paired_rows(
         ]
         cycle_logs: list[float] = []
         first_cycle: list[float] = []
+        first_block: tuple[int, ...] = ()
         for block in cycles:
             pairs = [(usable.get((variant, rep, batch)), usable.get((baseline, rep, batch))) for rep in block]
             if any(top is None or bottom is None for top, bottom in pairs):
                 continue
             ratios = [math.log(top / bottom) for top, bottom in pairs]  # type: ignore[operator]
-            first_cycle = first_cycle or ratios
+            if not first_cycle:
+                first_cycle, first_block = ratios, block
             cycle_logs.append(math.fsum(ratios) / len(ratios))
         if not cycle_logs or len(bases) < 2:
             continue
         m = len(cycle_logs)
+        k = len(first_cycle)
+        spread = None
+        if m == 1 and variant != baseline:  # a position's slowdown cancels in the cycle: not noise
+            spread = one_cycle_spread([run for run in runs if run["rep"] in first_block], batch)
         if m >= 2:
             log_se, df = _stdev(cycle_logs) / math.sqrt(information(m)), m - 1
-        else:
-            log_se, df = _stdev(first_cycle) / math.sqrt(len(first_cycle)), len(first_cycle) - 1
+        elif spread is not None:
+            log_se, df = spread * math.sqrt(2 / k), (k - 1) * (k - 2)
+        else:  # two variants: the rounds' spread, which errs wide
+            log_se, df = _stdev(first_cycle) / math.sqrt(k), k - 1
         found[variant, batch] = (math.exp(median(cycle_logs)), median(bases), log_se, df, m)
     return found
 

@@ -3,9 +3,11 @@ cells.compute_cells needs of each cell, read in one pass over the group's rows.
 
 The database tallies what stats does not judge (the excluded rows by reason, the machines on
 probation, the submission that names the cell) and hands back the counted rows, each submission's
-estimate over whole cycles with its standard error (a few numbers a row). benchhub_protocol.stats
-then summarises them, machine by machine, with the same code that summarises the simulation's and
-the recompute script's rows (tests/server/test_group_sums.py checks the two agree).
+estimate over whole cycles with its standard error: on PostgreSQL one row a cell, each number a
+column as an array (read in binary: no Python object a row), on SQLite a row each.
+benchhub_protocol.stats then summarises those columns, machine by machine, with the same code that
+summarises the simulation's and the recompute script's rows (tests/server/test_group_sums.py checks
+the two agree).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from benchhub_protocol import stats
 from django.db import connection, transaction
 
@@ -24,6 +27,7 @@ from benchhub.results.models import Measurement, Submission
 _FINITE = "1.7976931348623157e308"
 WORK_MEM = "64MB"
 _CELL = ("variant", "commit_", "batch_size")
+_NUMBERS = ("machine", "contributor", "speedup", "baseline", "log_se", "se_df", "n_cycles")
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,12 @@ def _in_group(alias: str, group_filter: dict[str, Any]) -> tuple[str, list[Any]]
     return " AND ".join(conditions), [group_filter[name] for name in names if group_filter[name] is not None]
 
 
-def _statement(group_filter: dict[str, Any], held: bool, on_probation_since: datetime | None) -> tuple[str, list[Any]]:
-    """One statement: a row per cell ('cell', its tallies) and per counted row ('row', its numbers)."""
+def _statement(
+    group_filter: dict[str, Any], held: bool, on_probation_since: datetime | None, arrays: bool
+) -> tuple[str, list[Any]]:
+    """One statement: a row per cell ('cell': its tallies, and with `arrays` (PostgreSQL) its counted
+    rows' numbers, a column an array, gathered in the same pass); without arrays, a row per counted
+    row ('row': its numbers) besides."""
     params: list[Any] = []
     pending_sql = "0"
     if on_probation_since is not None:
@@ -72,7 +80,21 @@ def _statement(group_filter: dict[str, Any], held: bool, on_probation_since: dat
     def on_cell(left: str, right: str) -> str:
         return " AND ".join(f"{left}.{key} = {right}.{key}" for key in _CELL)
 
-    nulls = ", ".join("NULL" for _ in range(7))
+    finite = (
+        f"speedup > 0 AND speedup <= {_FINITE} AND baseline > 0 AND baseline <= {_FINITE}"
+        f" AND log_se >= 0 AND log_se <= {_FINITE}"
+    )
+    usable = "counted = 1 AND usable = 1"
+    if arrays:  # a column a number, one row a cell: no Python object a row
+        gathered = "".join(f", array_agg({name}) FILTER (WHERE {usable}) AS {name}s" for name in _NUMBERS)
+        numbers = ", ".join(f"t.{name}s" for name in _NUMBERS)
+        rows = ""
+    else:
+        gathered = ""
+        numbers = ", ".join("NULL" for _ in _NUMBERS)
+        no_tallies = ", ".join("NULL" for _ in reasons)
+        rows = f"""UNION ALL
+    SELECT 'row', {cell}, {no_tallies}, NULL, NULL, {", ".join(_NUMBERS)} FROM tagged WHERE {usable}"""
     sql = f"""
     WITH group_rows AS (
         SELECT m.variant_name AS variant, m."commit" AS commit_, m.batch_size, COALESCE(m.key_id, 0) AS machine,
@@ -87,7 +109,8 @@ def _statement(group_filter: dict[str, Any], held: bool, on_probation_since: dat
     ),
     tagged AS (
         SELECT group_rows.*, CASE WHEN reason = '' AND pending = 0 AND speedup IS NOT NULL
-            AND baseline IS NOT NULL AND log_se IS NOT NULL THEN 1 ELSE 0 END AS counted
+            AND baseline IS NOT NULL AND log_se IS NOT NULL THEN 1 ELSE 0 END AS counted,
+            CASE WHEN {finite} THEN 1 ELSE 0 END AS usable
         FROM group_rows
     ),
     pending AS (
@@ -97,7 +120,7 @@ def _statement(group_filter: dict[str, Any], held: bool, on_probation_since: dat
     ),
     tallies AS (
         SELECT {cell}, {excluded_sql}, min(CASE WHEN counted = 1 THEN received_at END) AS counted_at,
-            min(received_at) AS any_at
+            min(received_at) AS any_at{gathered}
         FROM tagged GROUP BY {cell}
     ),
     names AS (
@@ -108,15 +131,11 @@ def _statement(group_filter: dict[str, Any], held: bool, on_probation_since: dat
     )
     SELECT 'cell', {", ".join(f"t.{key}" for key in _CELL)},
         {", ".join(f"t.excluded_{index}" for index in range(len(reasons)))}, pending.n_pending, names.submission,
-        {nulls}
+        {numbers}
     FROM tallies t
     JOIN names ON {on_cell("names", "t")}
     LEFT JOIN pending ON {on_cell("pending", "t")}
-    UNION ALL
-    SELECT 'row', {cell}, {", ".join("NULL" for _ in reasons)}, NULL, NULL,
-        machine, contributor, speedup, baseline, log_se, se_df, n_cycles
-    FROM tagged WHERE counted = 1 AND speedup > 0 AND speedup <= {_FINITE}
-        AND baseline > 0 AND baseline <= {_FINITE} AND log_se >= 0 AND log_se <= {_FINITE}
+    {rows}
     """
     return sql, params
 
@@ -126,34 +145,49 @@ def group_sums(
 ) -> GroupSums:
     """The group's cells and headlines reduced (`held`: whether submissions' model_held holds them;
     `on_probation_since`: keys created after it are on probation, None for no probation)."""
-    sql, params = _statement(group_filter, held, on_probation_since)
+    arrays = connection.vendor == "postgresql"
+    sql, params = _statement(group_filter, held, on_probation_since, arrays)
     reasons = Measurement.COUNTED_EXCLUSIONS
-    rows: dict[stats.CellKey, list[stats.Row]] = {}
+    columns: dict[stats.CellKey, stats.Columns] = {}
+    rows: dict[stats.CellKey, list[tuple[Any, ...]]] = {}
     tallies: dict[stats.CellKey, CellTally] = {}
     submission_field = Submission._meta.pk
     assert submission_field is not None
     with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if arrays:
             # The planner cannot estimate the CASE-derived filters (it guesses a row where there are
-            # thousands) and picks nested loops or merge joins on sorted text keys; every join here is
-            # an equi-join it can hash. Sorts of a large group's rows stay in memory. All last to the
-            # end of the transaction.
-            cursor.execute("SET LOCAL enable_nestloop = off")
-            cursor.execute("SET LOCAL enable_mergejoin = off")
+            # thousands) and picks nested loops or merge joins on sorted text keys; every join and
+            # aggregate here can hash, with no sort of the group's rows. Those misestimates also cost the
+            # plan past jit_above_cost, and compiling it took longer than running it (docs/performance.md,
+            # section 4). All last to the end of the transaction. The arrays come back in binary:
+            # psycopg reads them into lists in C.
+            for setting in ("enable_nestloop = off", "enable_mergejoin = off", "enable_sort = off", "jit = off"):
+                cursor.execute(f"SET LOCAL {setting}")
             cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
-        cursor.execute(sql, params)
-        for kind, variant, commit, batch_size, *rest in cursor.fetchall():
+            with psycopg.Cursor(connection.connection) as raw:  # Django's are client-side: text only
+                raw.execute(sql, params, binary=True)
+                found = raw.fetchall()
+        else:
+            cursor.execute(sql, params)
+            found = cursor.fetchall()
+        for kind, variant, commit, batch_size, *rest in found:
             key = (variant, commit, int(batch_size))
             counted, rest = rest[: len(reasons)], rest[len(reasons) :]
-            n_pending, submission, machine, contributor, speedup, baseline, log_se, df, n_cycles = rest
+            n_pending, submission, *numbers = rest
             if kind == "row":
-                numbers = (float(speedup), float(baseline), float(log_se), int(df), int(n_cycles))
-                rows.setdefault(key, []).append(stats.Row(machine, contributor, *numbers))
-                continue
-            tallies[key] = CellTally(
-                excluded={reason: int(count) for reason, count in zip(reasons, counted, strict=True)},
-                n_pending=int(n_pending or 0),
-                named_by=submission_field.to_python(submission),
-            )
-    cells = {key: rows.get(key, []) for key in tallies}
-    return GroupSums(stats.summarise_page(cells, headline_sizes=headline_sizes), tallies)
+                machine, contributor, speedup, baseline, log_se, df, n_cycles = numbers
+                numbers = [machine, contributor, float(speedup), float(baseline), float(log_se), int(df), int(n_cycles)]
+                rows.setdefault(key, []).append(tuple(numbers))
+            else:
+                if arrays:  # no counted row gives NULL arrays
+                    columns[key] = stats.Columns(*(values or [] for values in numbers))
+                tallies[key] = CellTally(
+                    excluded={reason: int(count) for reason, count in zip(reasons, counted, strict=True)},
+                    n_pending=int(n_pending or 0),
+                    named_by=submission_field.to_python(submission),
+                )
+    for key, found_rows in rows.items():  # SQLite: a row each, as columns
+        columns[key] = stats.Columns(*(list(column) for column in zip(*found_rows, strict=True)))
+    empty = stats.Columns([], [], [], [], [], [], [])
+    cells = {key: columns.get(key, empty) for key in tallies}
+    return GroupSums(stats.summarise_columns(cells, headline_sizes=headline_sizes), tallies)

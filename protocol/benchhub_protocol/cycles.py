@@ -33,7 +33,8 @@ class SubmissionEstimate:
     cycle_ratios: tuple[float, ...]
 
 
-def _positions(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, int], int]:
+def run_positions(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """Each run's position in its round (0 = first), from the order the runs ran in (`seq`)."""
     by_round: dict[int, list[dict[str, Any]]] = {}
     for run in runs:
         by_round.setdefault(run["rep"], []).append(run)
@@ -44,6 +45,48 @@ def _positions(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, int], int]:
     }
 
 
+def balanced_spread(runs: Sequence[dict[str, Any]], batch_size: int) -> tuple[float, int, int] | None:
+    """(residual SD, its degrees of freedom, rounds) of log speed ~ round + variant + position, when the
+    rounds with a row from every variant form a balanced design (each variant equally often in each
+    position), where the effects are plain marginal means; None otherwise (and for one cycle of two
+    variants, which leaves no degree of freedom)."""
+    positions = run_positions(runs)
+    speeds: dict[tuple[str, int], float] = {}
+    for run in runs:
+        for row in run["rows"]:
+            if row["batch_size"] == batch_size and row["tg_tps"] > 0:
+                speeds[(run["variant"], run["rep"])] = math.log(row["tg_tps"])
+    names = sorted({run["variant"] for run in runs})
+    reps = sorted({run["rep"] for run in runs if all((name, run["rep"]) in speeds for name in names)})
+    k, n = len(names), len(reps)
+    if k < 2 or n < 2:
+        return None
+    counts: dict[tuple[str, int], int] = {}
+    for name in names:
+        for rep in reps:
+            key = (name, positions[(name, rep)])
+            counts[key] = counts.get(key, 0) + 1
+    if len(counts) != k * k or len(set(counts.values())) != 1:
+        return None
+    df = n * k - n - 2 * (k - 1)
+    if df < 1:
+        return None
+    grand = statistics.fmean(speeds[(name, rep)] for name in names for rep in reps)
+    by_round = {rep: statistics.fmean(speeds[(name, rep)] for name in names) for rep in reps}
+    by_variant = {name: statistics.fmean(speeds[(name, rep)] for rep in reps) for name in names}
+    by_position: dict[int, list[float]] = {}
+    for name in names:
+        for rep in reps:
+            by_position.setdefault(positions[(name, rep)], []).append(speeds[(name, rep)])
+    position_mean = {position: statistics.fmean(values) for position, values in by_position.items()}
+    residuals = [
+        speeds[(name, rep)] - by_round[rep] - by_variant[name] - position_mean[positions[(name, rep)]] + 2 * grand
+        for name in names
+        for rep in reps
+    ]
+    return math.sqrt(math.fsum(value * value for value in residuals) / df), df, n
+
+
 def whole_cycles(runs: Sequence[dict[str, Any]]) -> list[tuple[int, ...]]:
     """The reps of each whole cycle, in order: consecutive blocks of k rounds (k variants) in which
     every variant ran once in every position. A block that is not one (an aborted run, a round
@@ -52,7 +95,7 @@ def whole_cycles(runs: Sequence[dict[str, Any]]) -> list[tuple[int, ...]]:
     k = len(variants)
     if k < 2:
         return []
-    positions = _positions(runs)
+    positions = run_positions(runs)
     reps = sorted({run["rep"] for run in runs})
     found = []
     for start in range(0, len(reps) - k + 1, k):
@@ -81,15 +124,27 @@ def _stdev(values: Sequence[float]) -> float:
     return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
 
 
-def _estimate(cycle_logs: list[float], first_cycle: list[float]) -> SubmissionEstimate:
+def _estimate(
+    cycle_logs: list[float], first_cycle: list[float], one_cycle_spread: float | None, df: int
+) -> SubmissionEstimate:
     m = len(cycle_logs)
     centre = statistics.median(cycle_logs)
+    log_se: float | None
     if m >= 2:
-        log_se: float | None = _stdev(cycle_logs) / math.sqrt(information(m))
+        log_se = _stdev(cycle_logs) / math.sqrt(information(m))
         df = m - 1
+    elif one_cycle_spread is not None:
+        # One cycle: the spread its cycle ratio carries, what is left of its runs' log speeds after
+        # round, variant and position effects (a position's slowdown cancels in the cycle's ratio, so it
+        # is not noise): a mean of k round differences of two processes each, 2 sigma^2 / k.
+        log_se = one_cycle_spread * math.sqrt(2 / len(first_cycle))
+    elif len(first_cycle) >= 2:
+        # One cycle of two variants leaves no degree of freedom after position: the rounds' spread,
+        # which counts a position's slowdown as noise and so errs wide.
+        log_se = _stdev(first_cycle) / math.sqrt(len(first_cycle))
+        df = len(first_cycle) - 1
     else:
-        # One cycle: the spread of its rounds (position effects included, so it errs wide).
-        log_se = _stdev(first_cycle) / math.sqrt(len(first_cycle)) if len(first_cycle) >= 2 else None
+        log_se = None
         df = len(first_cycle) - 1
     return SubmissionEstimate(
         ratio=math.exp(centre),
@@ -111,15 +166,22 @@ def submission_estimates(runs: Sequence[dict[str, Any]], baseline: str) -> dict[
     for variant, size in cells:
         cycle_logs: list[float] = []
         first_cycle: list[float] = []
+        first_block: tuple[int, ...] = ()
         for block in cycles:
             pairs = [(speeds.get((variant, rep, size)), speeds.get((baseline, rep, size))) for rep in block]
             if any(top is None or bottom is None for top, bottom in pairs):
                 continue
             ratios = [math.log(top / bottom) for top, bottom in pairs]  # type: ignore[operator]
-            first_cycle = first_cycle or ratios
+            if not first_cycle:
+                first_cycle, first_block = ratios, block
             cycle_logs.append(math.fsum(ratios) / len(ratios))
-        if cycle_logs:
-            found[(variant, size)] = _estimate(cycle_logs, first_cycle)
+        if not cycle_logs:
+            continue
+        fitted = None
+        if len(cycle_logs) == 1 and variant != baseline:  # the baseline's own ratio is 1 in every round
+            fitted = balanced_spread([run for run in runs if run["rep"] in first_block], size)
+        spread, df = (fitted[0], fitted[1]) if fitted is not None else (None, 0)
+        found[(variant, size)] = _estimate(cycle_logs, first_cycle, spread, df)
     return found
 
 

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchhub_protocol import stats
-from benchhub_protocol.cycles import MEDIAN_VARIANCE_FACTOR, SubmissionEstimate, submission_estimate, whole_cycles
+from benchhub_protocol.cycles import (
+    MEDIAN_VARIANCE_FACTOR,
+    SubmissionEstimate,
+    submission_estimate,
+    whole_cycles,
+)
+from benchhub_protocol.cycles import balanced_spread as _balanced_spread
 
 # A campaign's smallest effect worth reporting, where it states none (docs/protocol.md section 6).
 DEFAULT_MIN_EFFECT = 0.02
@@ -94,18 +100,6 @@ def half_width(ratios: Sequence[float]) -> float | None:
     return math.sqrt(high / low) - 1
 
 
-def run_positions(runs: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
-    """Each run's position in its round (0 = first), from the order the runs ran in (`seq`)."""
-    by_round: dict[int, list[dict[str, Any]]] = {}
-    for run in runs:
-        by_round.setdefault(run["rep"], []).append(run)
-    return {
-        (run["variant"], rep): index
-        for rep, members in by_round.items()
-        for index, run in enumerate(sorted(members, key=lambda member: member["seq"]))
-    }
-
-
 @dataclass(frozen=True)
 class CellEstimate:
     """A cell's ratio and its 95% interval. `ratio` is the interval's centre (the geometric mean of the
@@ -151,47 +145,6 @@ def cell_estimate(
         return _interval(centre, spread * math.sqrt(2 / n_rounds), df, n_rounds, spread, n_tests)
     standard_error = statistics.stdev(logs) / math.sqrt(len(logs))
     return _interval(centre, standard_error, len(logs) - 1, len(logs), statistics.stdev(logs) / math.sqrt(2), n_tests)
-
-
-def _balanced_spread(runs: list[dict[str, Any]], batch_size: int) -> tuple[float, int, int] | None:
-    """(residual SD, its degrees of freedom, rounds) of log speed ~ round + variant + position, when the
-    rounds with a row from every variant form a balanced design (each variant equally often in each
-    position), where the effects are plain marginal means; None otherwise."""
-    positions = run_positions(runs)
-    speeds: dict[tuple[str, int], float] = {}
-    for run in runs:
-        for row in run["rows"]:
-            if row["batch_size"] == batch_size and row["tg_tps"] > 0:
-                speeds[(run["variant"], run["rep"])] = math.log(row["tg_tps"])
-    names = sorted({run["variant"] for run in runs})
-    reps = sorted({run["rep"] for run in runs if all((name, run["rep"]) in speeds for name in names)})
-    k, n = len(names), len(reps)
-    if k < 2 or n < MIN_ROUNDS:
-        return None
-    counts: dict[tuple[str, int], int] = {}
-    for name in names:
-        for rep in reps:
-            key = (name, positions[(name, rep)])
-            counts[key] = counts.get(key, 0) + 1
-    if len(counts) != k * k or len(set(counts.values())) != 1:
-        return None
-    df = n * k - n - 2 * (k - 1)
-    if df < 1:
-        return None
-    grand = statistics.fmean(speeds[(name, rep)] for name in names for rep in reps)
-    by_round = {rep: statistics.fmean(speeds[(name, rep)] for name in names) for rep in reps}
-    by_variant = {name: statistics.fmean(speeds[(name, rep)] for rep in reps) for name in names}
-    by_position: dict[int, list[float]] = {}
-    for name in names:
-        for rep in reps:
-            by_position.setdefault(positions[(name, rep)], []).append(speeds[(name, rep)])
-    position_mean = {position: statistics.fmean(values) for position, values in by_position.items()}
-    residuals = [
-        speeds[(name, rep)] - by_round[rep] - by_variant[name] - position_mean[positions[(name, rep)]] + 2 * grand
-        for name in names
-        for rep in reps
-    ]
-    return math.sqrt(math.fsum(value * value for value in residuals) / df), df, n
 
 
 def cell_estimates(sweep: dict[str, Any], baseline: str) -> dict[tuple[str, int], CellEstimate | None]:

@@ -21,9 +21,10 @@ docs/method.md gives the reasons and `python -m bench validity` the simulation t
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import sys
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from benchhub_protocol import meta
 from benchhub_protocol.distributions import normal_quantile, t_quantile
@@ -217,7 +218,7 @@ class _Judged:
     verdict: str
 
 
-def _judge(machines: Sequence[meta.Machine], n_tests: int, min_effect: float, predict_cycles: int) -> _Judged:
+def _judge(machines: meta.Machines, n_tests: int, min_effect: float, predict_cycles: int) -> _Judged:
     if not machines:
         return _Judged(None, None, None, None, None, None, None, None, None, "too few machines")
     found = meta.pool(machines)
@@ -249,10 +250,11 @@ HeadlineKey = tuple[str, str]  # (variant, commit)
 class CellSummary:
     """One cell's counted rows reduced to what judging it needs."""
 
-    machines: tuple[meta.Machine, ...]  # each machine's value, in the order of their keys
+    machines: meta.Machines  # each machine's value
     baseline_tg_tps: float | None  # the geometric mean of the machines' baselines (each its geometric mean)
     n_submissions: int
     n_contributors: int
+    owners: tuple[Hashable, ...] = ()  # the machines' keys, in the order of `machines`
 
 
 @dataclass(frozen=True)
@@ -261,11 +263,49 @@ class PageSummary:
 
     cells: dict[CellKey, CellSummary]
     # Over the machines with a value at every headline size, each machine's mean over them.
-    headlines: dict[HeadlineKey, tuple[meta.Machine, ...]]
+    headlines: dict[HeadlineKey, meta.Machines]
 
 
-def _usable_row(row: Row) -> bool:
-    return _usable(row.speedup) and _usable(row.baseline_tg_tps) and math.isfinite(row.log_se) and row.log_se >= 0
+class Columns(NamedTuple):
+    """A cell's counted rows as columns, one entry a submission (the Row fields): what the service
+    reads from its database, without an object a row."""
+
+    machine: Sequence[Hashable]
+    contributor: Sequence[Hashable]
+    speedup: Sequence[float]
+    baseline_tg_tps: Sequence[float]
+    log_se: Sequence[float]
+    df: Sequence[int]
+    n_cycles: Sequence[int]
+
+    @classmethod
+    def of(cls, rows: Iterable[Row]) -> Columns:
+        found = list(rows)
+        return cls(
+            [row.machine for row in found],
+            [row.contributor for row in found],
+            [row.speedup for row in found],
+            [row.baseline_tg_tps for row in found],
+            [row.log_se for row in found],
+            [row.df for row in found],
+            [row.n_cycles for row in found],
+        )
+
+
+_LARGEST = sys.float_info.max  # x <= it fails for NaN and infinities
+
+
+def _all_usable(found: Columns) -> bool:
+    """Whether every row has a positive, finite ratio and baseline and a finite, non-negative error."""
+    return (
+        all(0.0 < value <= _LARGEST for value in found.speedup)
+        and all(0.0 < value <= _LARGEST for value in found.baseline_tg_tps)
+        and all(0.0 <= value <= _LARGEST for value in found.log_se)
+    )
+
+
+def _usable_row(speedup: float, baseline: float, log_se: float) -> bool:
+    return _usable(speedup) and _usable(baseline) and math.isfinite(log_se) and log_se >= 0
 
 
 def _geometric_mean(values: Sequence[float]) -> float:
@@ -273,41 +313,86 @@ def _geometric_mean(values: Sequence[float]) -> float:
     if len(values) == 1:
         return values[0]
     centre = median(values)
-    return centre * math.exp(math.fsum(math.log(value / centre) for value in values) / len(values))
+    return centre * math.exp(math.fsum([math.log(value / centre) for value in values]) / len(values))
+
+
+def _usable_only(found: Columns) -> Columns:
+    """The rows a cell can count: never otherwise through ingest, but a stored oddity must not poison it."""
+    if _all_usable(found):
+        return found
+    keep = [_usable_row(*numbers) for numbers in zip(found.speedup, found.baseline_tg_tps, found.log_se, strict=True)]
+    kept = [index for index, usable in enumerate(keep) if usable]
+    return Columns(
+        [found.machine[i] for i in kept],
+        [found.contributor[i] for i in kept],
+        [found.speedup[i] for i in kept],
+        [found.baseline_tg_tps[i] for i in kept],
+        [found.log_se[i] for i in kept],
+        [found.df[i] for i in kept],
+        [found.n_cycles[i] for i in kept],
+    )
+
+
+def _summarise_cell(found: Columns) -> CellSummary:
+    found = _usable_only(found)
+    log_ratios = [math.log(value) for value in found.speedup]
+    owners, machines = meta.machines_of(found.machine, log_ratios, found.log_se, found.df, found.n_cycles)
+    if len(owners) == len(found.machine):  # one submission a machine
+        baselines = list(found.baseline_tg_tps)
+    else:
+        by_machine: dict[Hashable, list[float]] = {}
+        for owner, baseline in zip(found.machine, found.baseline_tg_tps, strict=True):
+            by_machine.setdefault(owner, []).append(baseline)
+        baselines = [_geometric_mean(by_machine[owner]) for owner in owners]
+    return CellSummary(
+        machines=machines,
+        baseline_tg_tps=_geometric_mean(baselines) if baselines else None,
+        n_submissions=len(found.machine),
+        n_contributors=len(set(found.contributor)),
+        owners=tuple(owners),
+    )
+
+
+def _headline(by_size: Sequence[CellSummary | None]) -> meta.Machines:
+    """Each machine's mean over the headline sizes; a machine missing one of them is left out (its mean
+    would be over other sizes)."""
+    if not by_size or any(found is None for found in by_size):
+        return meta.Machines([], [], [], [])
+    sizes = [found for found in by_size if found is not None]
+    first = sizes[0].owners
+    if all(found.owners == first for found in sizes):  # every machine at every size, in one order
+        return meta.mean_over_sizes([found.machines for found in sizes])
+    complete = set(first).intersection(*(found.owners for found in sizes[1:]))
+    order = [owner for owner in first if owner in complete]
+    aligned = []
+    for found in sizes:
+        index = {owner: i for i, owner in enumerate(found.owners)}
+        at = [index[owner] for owner in order]
+        machines = found.machines
+        aligned.append(
+            meta.Machines(
+                [machines.log_ratio[i] for i in at],
+                [machines.information[i] for i in at],
+                [machines.df[i] for i in at],
+                [machines.cycle_variance[i] for i in at],
+            )
+        )
+    return meta.mean_over_sizes(aligned) if order else meta.Machines([], [], [], [])
+
+
+def summarise_columns(cells: Mapping[CellKey, Columns], *, headline_sizes: Sequence[int]) -> PageSummary:
+    """Every cell's rows reduced to its machines, and each (variant, commit)'s headline machines."""
+    summaries = {key: _summarise_cell(found) for key, found in cells.items()}
+    headlines = {
+        (variant, commit): _headline([summaries.get((variant, commit, size)) for size in headline_sizes])
+        for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells})
+    }
+    return PageSummary(summaries, headlines)
 
 
 def summarise_page(cells: Mapping[CellKey, Iterable[Row]], *, headline_sizes: Sequence[int]) -> PageSummary:
     """Every cell's rows reduced to its machines, and each (variant, commit)'s headline machines."""
-    machine_values: dict[CellKey, dict[Hashable, meta.Machine]] = {}
-    summaries: dict[CellKey, CellSummary] = {}
-    for key, rows in cells.items():
-        by_machine: dict[Hashable, list[Row]] = defaultdict(list)
-        for row in rows:
-            if _usable_row(row):  # never otherwise through ingest; a stored oddity must not poison the cell
-                by_machine[row.machine].append(row)
-        machine_values[key] = {
-            machine: meta.machine(
-                [meta.Submitted(math.log(row.speedup), row.log_se, row.df, row.n_cycles) for row in found]
-            )
-            for machine, found in sorted(by_machine.items(), key=lambda item: repr(item[0]))
-        }
-        baselines = [_geometric_mean([row.baseline_tg_tps for row in found]) for found in by_machine.values()]
-        summaries[key] = CellSummary(
-            machines=tuple(machine_values[key].values()),
-            baseline_tg_tps=_geometric_mean(baselines) if baselines else None,
-            n_submissions=sum(len(found) for found in by_machine.values()),
-            n_contributors=len({row.contributor for found in by_machine.values() for row in found}),
-        )
-
-    headlines: dict[HeadlineKey, tuple[meta.Machine, ...]] = {}
-    for variant, commit in sorted({(variant, commit) for variant, commit, _ in cells}):
-        by_size = [machine_values.get((variant, commit, size), {}) for size in headline_sizes]
-        # A machine missing one of the sizes is left out: its mean would be over other sizes.
-        complete = set.intersection(*(set(values) for values in by_size)) if by_size else set()
-        headlines[(variant, commit)] = tuple(
-            meta.mean_of_machines([found[machine] for found in by_size]) for machine in sorted(complete, key=repr)
-        )
-    return PageSummary(summaries, headlines)
+    return summarise_columns({key: Columns.of(rows) for key, rows in cells.items()}, headline_sizes=headline_sizes)
 
 
 def judge_page(page: PageSummary, *, min_effect: float, predict_cycles: int = PREDICT_CYCLES) -> PageStats:

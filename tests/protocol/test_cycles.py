@@ -67,3 +67,41 @@ def test_the_standard_error_is_the_cycles_spread() -> None:
     mean = sum(logs) / 4
     sd = math.sqrt(sum((value - mean) ** 2 for value in logs) / 3)
     assert found.log_se == pytest.approx(math.sqrt(math.pi / 2) * sd / 2)
+
+
+def _one_cycle_with_a_slow_middle(noise: dict[tuple[str, int], float]) -> list[dict[str, Any]]:
+    """One cycle of three variants (rotations of A B C): whoever runs in the middle loses 3%, and each
+    run's speed is off by its own factor in `noise` (variant, rep)."""
+    speeds = [{"A": 100.0, "B": 100.0, "C": 100.0} for _ in range(3)]
+    runs = _runs(speeds)
+    for run in runs:
+        position = (run["seq"] - 1) % 3
+        factor = (0.97 if position == 1 else 1.0) * noise.get((run["variant"], run["rep"]), 1.0)
+        run["rows"][0]["tg_tps"] *= factor
+    return runs
+
+
+def test_one_cycle_s_error_leaves_out_what_the_cycle_cancels() -> None:
+    # A slow middle position and no other noise: the cycle's ratio is exactly 1 and carries no error,
+    # though its rounds' ratios differ by 3% (the rounds' spread would have counted it as noise).
+    found = submission_estimate(_one_cycle_with_a_slow_middle({}), "B", "A", 1)
+    assert found is not None and found.n_cycles == 1 and found.ratio == pytest.approx(1.0)
+    assert found.df == 2 and found.log_se is not None and found.log_se < 1e-12
+    # With noise, the error is the residual per-process spread after round, variant and position, as a
+    # mean of 3 round differences carries it: the same whatever the position's slowdown.
+    noise = {("B", 1): 1.02, ("A", 2): 0.99, ("C", 3): 1.015}
+    with_slow_middle = submission_estimate(_one_cycle_with_a_slow_middle(noise), "B", "A", 1)
+    runs = _one_cycle_with_a_slow_middle(noise)
+    for run in runs:
+        if (run["seq"] - 1) % 3 == 1:
+            run["rows"][0]["tg_tps"] /= 0.97
+    without = submission_estimate(runs, "B", "A", 1)
+    assert with_slow_middle is not None and without is not None and with_slow_middle.log_se is not None
+    assert with_slow_middle.log_se > 0.001 and with_slow_middle.log_se == pytest.approx(without.log_se, rel=1e-9)
+
+
+def test_one_cycle_of_two_variants_falls_back_to_its_rounds_spread() -> None:
+    found = submission_estimate(_runs([{"A": 100.0, "B": 103.0}, {"A": 100.0, "B": 99.0}]), "B", "A", 1)
+    assert found is not None and found.n_cycles == 1 and found.df == 1
+    logs = [math.log(1.03), math.log(0.99)]
+    assert found.log_se == pytest.approx(abs(logs[0] - logs[1]) / math.sqrt(2) / math.sqrt(2))

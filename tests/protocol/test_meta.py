@@ -95,3 +95,33 @@ def test_from_twenty_machines_the_prediction_follows_the_shape_of_their_spread()
     assert low == pytest.approx(-high)
     normal = meta.prediction_bounds(meta.pool(halves[:-1]), 0.8, 3)
     assert normal[1] > 0.05, "below EMPIRICAL_FROM machines the range is normal"
+
+
+def test_the_mixture_s_quantiles_are_its_cdf_s_roots() -> None:
+    """Newton's steps find what sixty bisections of the mixture's cdf find (to 1e-12 on the log scale)."""
+    import random
+
+    rng = random.Random(5)
+    machines = [
+        machine(rng.gauss(0.0, 0.03) + (0.1 if rng.random() < 0.05 else 0.0), 4e-4 * rng.random() + 1e-6)
+        for _ in range(3000)
+    ]
+    found = meta.pool(machines)
+    noise = found.cycle_variance / cycles.information(3) + found.se**2
+    spread = math.sqrt(math.fsum(d * d for d in found.deviations) / found.k)
+    ordered = sorted(found.deviations)
+    ordered = [ordered[int((i + 0.5) * len(ordered) / meta.MIXTURE_POINTS)] for i in range(meta.MIXTURE_POINTS)]
+    centres = [found.mean + found.tau / spread * d for d in ordered]
+    sd = math.sqrt(noise)
+
+    def bisected(p: float) -> float:
+        low, high = min(centres) - 40 * sd, max(centres) + 40 * sd
+        for _ in range(60):
+            middle = (low + high) / 2
+            below = math.fsum(0.5 * math.erfc((c - middle) / (sd * math.sqrt(2.0))) for c in centres) / len(centres)
+            low, high = (middle, high) if below < p else (low, middle)
+        return (low + high) / 2
+
+    low, high = meta.prediction_bounds(found, 0.8, 3)
+    assert found.k >= meta.EMPIRICAL_FROM and found.tau2 > 0
+    assert low == pytest.approx(bisected(0.1), abs=1e-12) and high == pytest.approx(bisected(0.9), abs=1e-12)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from benchhub_agent.tools import parse_batched_bench_jsonl
-from benchhub_protocol import rounds
+from benchhub_protocol import cycles, rounds
 from benchhub_protocol.rounds import HALF_WIDTH_TARGET, half_width, high_spread, ratio_interval, round_ratios
 
 FIXTURES = Path(__file__).parent.parent / "agent" / "fixtures"
@@ -86,7 +86,7 @@ def test_it_reaches_the_target_on_the_median_cell() -> None:
 def test_it_takes_position_effects_out_of_the_spread_and_the_centre() -> None:
     """A second position 3% slow (run 1 of the reference, 2.1%): balanced, it moves no ratio and widens nothing."""
     sweep = _sweep(0.0, 6)
-    positions = rounds.run_positions(sweep["runs"])
+    positions = cycles.run_positions(sweep["runs"])
     for run in sweep["runs"]:
         if positions[(run["variant"], run["rep"])] == 1:
             run["rows"][0]["tg_tps"] *= 0.97

@@ -236,7 +236,7 @@ class Drill:
         """Rows as bench/state.py writes them, each judged by the campaign version it ran under."""
         from benchhub_protocol.payloads import signed_submission
 
-        writer = VersionedWriter()
+        writer = versioned_writer()
         written = 0
         while written < count:
             batch = []
@@ -343,24 +343,22 @@ class Drill:
         return counts()
 
 
-class VersionedWriter:
+def versioned_writer() -> Any:
     """bench/state.py's Writer, each row judged by the campaign version open at its created_at (as
-    ingest judges it), its chip's spelling claimed as ingest claims it."""
+    ingest judges it), its chip's spelling claimed as ingest claims it (Django must be set up first)."""
+    from bench.state import Writer
+    from benchhub.accounts import names
+    from benchhub.results import ingest, versions
 
-    def __new__(cls) -> Any:
-        from bench.state import Writer
-        from benchhub.accounts import names
-        from benchhub.results import ingest, versions
+    class Versioned(Writer):
+        def submission(self, key: Any, payload: dict[str, Any], body: bytes) -> Any:
+            row = super().submission(key, payload, body)
+            version = versions.version_for(self.campaign, payload, ingest.created_at_of(payload["created_at"]))
+            row.ran_under, row.campaign_version = version, version.measured_from
+            names.claim_chip(payload["machine"]["chip"])
+            return row
 
-        class Versioned(Writer):
-            def submission(self, key: Any, payload: dict[str, Any], body: bytes) -> Any:
-                row = super().submission(key, payload, body)
-                version = versions.version_for(self.campaign, payload, ingest.created_at_of(payload["created_at"]))
-                row.ran_under, row.campaign_version = version, version.measured_from
-                names.claim_chip(payload["machine"]["chip"])
-                return row
-
-        return Versioned()
+    return Versioned()
 
 
 def counts() -> dict[str, int]:
@@ -537,15 +535,15 @@ class PageComparison:
     statuses: Counter[int] = field(default_factory=Counter)
 
 
-def compare_pages(original: str, restored: str, seeds: list[str]) -> PageComparison:
-    """Follow the original's same-site links from `seeds` (breadth first, PAGE_CAPS of each kind) and
+def compare_pages(original: str, restored: str, seeds: list[str], caps: dict[str, int]) -> PageComparison:
+    """Follow the original's same-site links from `seeds` (breadth first, `caps` of each kind) and
     fetch each page from both services."""
     found = PageComparison()
     queue, seen = list(seeds), set(seeds)
     while queue:
         url = queue.pop(0)
         kind = kind_of(url)
-        if kind is None or found.compared[kind] >= PAGE_CAPS[kind]:
+        if kind is None or found.compared[kind] >= caps[kind]:
             continue
         status, content_type, body = get(original, url)
         other_status, other_type, other_body = get(restored, url)
@@ -623,7 +621,9 @@ class Figures:
         ]
 
 
-def run(original_url: str, restored_url: str, size: int, seed: int, workdir: Path) -> Figures:
+def run(
+    original_url: str, restored_url: str, size: int, seed: int, workdir: Path, caps: dict[str, int] = PAGE_CAPS
+) -> Figures:
     from bench.stack import Stack
 
     seconds: dict[str, float] = {}
@@ -692,7 +692,7 @@ def run(original_url: str, restored_url: str, size: int, seed: int, workdir: Pat
         _, original_differ, original_output = recompute_against(original)
 
         started = time.perf_counter()
-        pages = compare_pages(original, restored, seeds(snapshot))
+        pages = compare_pages(original, restored, seeds(snapshot), caps)
         seconds["pages compared"] = time.perf_counter() - started
     finally:
         for stack in stacks:

@@ -490,7 +490,9 @@ def kind_of(url: str) -> str | None:
     if path.startswith(("/static/", "/admin/", "/agent/", "/api/v1/snapshot", "/api/v1/docs", "/api/v1/schema")):
         return None
     if path.endswith(".csv"):
-        return "csv"
+        # An export of every row takes longer than a worker may (issue 46, point 1: not the restore's
+        # matter); a filtered one is compared.
+        return "csv" if urllib.parse.urlsplit(url).query else None
     if path.startswith("/api/"):
         return "api"
     if path.endswith("envelope.json"):
@@ -521,11 +523,15 @@ def normalised(body: bytes, content_type: str, base: str) -> str:
 
 
 def get(base: str, url: str) -> tuple[int, str, bytes]:
+    """Status, content type and body; a response that fails mid-way is status 0 with the error."""
     try:
-        with urllib.request.urlopen(base + url, timeout=120) as response:
-            return response.status, response.headers.get("Content-Type", ""), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers.get("Content-Type", ""), error.read()
+        try:
+            with urllib.request.urlopen(base + url, timeout=120) as response:
+                return response.status, response.headers.get("Content-Type", ""), response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.headers.get("Content-Type", ""), error.read()
+    except OSError as error:
+        return 0, "text/plain", f"{type(error).__name__}: {error}".encode()
 
 
 @dataclass
@@ -552,6 +558,8 @@ def compare_pages(original: str, restored: str, seeds: list[str], caps: dict[str
         a, b = normalised(body, content_type, original), normalised(other_body, other_type, restored)
         if (status, a) != (other_status, b):
             found.differing.append(f"{url}: {first_difference(status, a, other_status, b)}")
+        if sum(found.compared.values()) % 50 == 0:
+            say(f"pages: {dict(found.compared)}, {len(found.differing)} differ")
         if "html" in content_type:
             parser = Links()
             parser.feed(body.decode("utf-8", errors="replace"))
@@ -621,62 +629,75 @@ class Figures:
         ]
 
 
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def state_counts(env: dict[str, str]) -> dict[str, int]:
+    found = subprocess.run(
+        [sys.executable, "-m", "bench.drill", "counts"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    counted: dict[str, int] = json.loads(found.stdout.strip().splitlines()[-1])
+    return counted
+
+
 def run(
-    original_url: str, restored_url: str, size: int, seed: int, workdir: Path, caps: dict[str, int] = PAGE_CAPS
+    original_url: str,
+    restored_url: str,
+    size: int,
+    seed: int,
+    workdir: Path,
+    caps: dict[str, int] = PAGE_CAPS,
+    reuse: bool = False,
 ) -> Figures:
+    """The drill; `reuse`: the two databases of an earlier run (--keep) compared again, not rebuilt."""
     from bench.stack import Stack
 
     seconds: dict[str, float] = {}
     original_dir, restored_dir = workdir / "original", workdir / "restored"
     original_env, restored_env = environment(original_url, original_dir), environment(restored_url, restored_dir)
 
-    started = time.perf_counter()
-    fresh_database(original_url)
-    manage(original_env, "migrate", "--noinput", "-v0")
+    if not reuse:
+        started = time.perf_counter()
+        fresh_database(original_url)
+        manage(original_env, "migrate", "--noinput", "-v0")
+        seconds["migrate"] = time.perf_counter() - started
+        started = time.perf_counter()
+        built = subprocess.run(
+            [sys.executable, "-m", "bench.drill", "build", "--size", str(size), "--seed", str(seed)],
+            cwd=ROOT,
+            env=original_env,
+            capture_output=True,
+            text=True,
+        )
+        if built.returncode != 0:
+            raise RuntimeError(f"building the state failed:\n{built.stderr[-4000:]}")
+        seconds["build"] = time.perf_counter() - started
+        say(f"built in {seconds['build']:.0f} s")
     if not (STATIC_ROOT / "staticfiles.json").exists():
         manage(original_env, "collectstatic", "--noinput", "-v0")
-    seconds["migrate"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    built = subprocess.run(
-        [sys.executable, "-m", "bench.drill", "build", "--size", str(size), "--seed", str(seed)],
-        cwd=ROOT,
-        env=original_env,
-        capture_output=True,
-        text=True,
-    )
-    if built.returncode != 0:
-        raise RuntimeError(f"building the state failed:\n{built.stderr[-4000:]}")
-    original_counts = json.loads(built.stdout.strip().splitlines()[-1])
-    seconds["build"] = time.perf_counter() - started
+    original_counts = state_counts(original_env)
+    say(f"original: {original_counts}")
 
     started = time.perf_counter()
     manage(original_env, "write_snapshot")
     snapshot = snapshot_file(original_dir)
     seconds["snapshot"] = time.perf_counter() - started
 
-    started = time.perf_counter()
-    fresh_database(restored_url)
-    manage(restored_env, "migrate", "--noinput", "-v0")
-    manage(restored_env, "restore_snapshot", str(snapshot))
-    seconds["restore"] = time.perf_counter() - started
-    restored_counts = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "bench.drill", "counts"],
-            cwd=ROOT,
-            env=restored_env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    if not reuse:
+        started = time.perf_counter()
+        fresh_database(restored_url)
+        manage(restored_env, "migrate", "--noinput", "-v0")
+        say(manage(restored_env, "restore_snapshot", str(snapshot)).strip())
+        seconds["restore"] = time.perf_counter() - started
+    restored_counts = state_counts(restored_env)
+    say(f"restored: {restored_counts}")
 
     started = time.perf_counter()
     manage(restored_env, "write_snapshot")
     records, differences = snapshot_differences(snapshot, snapshot_file(restored_dir))
     seconds["snapshots compared"] = time.perf_counter() - started
+    say(f"snapshots: {records} records, {len(differences)} differ")
 
     stacks = [Stack(env, web_workers=1, worker_concurrency=1) for env in (original_env, restored_env)]
     for stack in stacks:
@@ -689,7 +710,9 @@ def run(
         cells, differ, output = recompute_against(restored)
         seconds["recompute_cells --server"] = time.perf_counter() - started
         # The same script against the original: a cell that differs on both is no loss of the restore's.
+        say(f"recompute_cells --server (restored): {cells} cells, {differ} differ")
         _, original_differ, original_output = recompute_against(original)
+        say(f"recompute_cells --server (original): {original_differ} differ")
 
         started = time.perf_counter()
         pages = compare_pages(original, restored, seeds(snapshot), caps)
@@ -728,7 +751,8 @@ def recompute_against(server: str) -> tuple[int, int, str]:
 
 def seeds(snapshot: Path) -> list[str]:
     """Where the comparison starts: every campaign's leaderboard (site and API) and its board of each
-    model, its versions, the submission lists, and a few submissions of every state (a hidden one is a 404 on both)."""
+    model, its versions, a few chips' CSV exports, the submission lists, and a few submissions of
+    every state (a hidden one is a 404 on both)."""
     records = snapshot_records(snapshot)
     slugs = [record["manifest"]["slug"] for record in records if record["kind"] == "campaign"]
     pages = ["/", "/compare/", "/api/v1/campaigns/", "/api/v1/submissions/?page_size=100"]
@@ -740,11 +764,15 @@ def seeds(snapshot: Path) -> list[str]:
             f"/api/v1/campaigns/{slug}/versions/",
         ]
     models: set[tuple[str, str]] = set()
+    chips_seen: set[tuple[str, str]] = set()
     for record in records:
         if record["kind"] == "submission":
             payload = json.loads(base64.b64decode(json.loads(record["envelope"])["payload"]))
             models.add((payload["campaign"], payload["model"]["sha256"]))
+            chips_seen.add((payload["campaign"], payload["machine"]["chip"]))
     pages += [f"/?campaign={slug}&model={sha256}" for slug, sha256 in sorted(models)]  # each campaign's model boards
+    chips = sorted({(slug, chip) for slug, chip in chips_seen})[:: max(1, len(chips_seen) // 4)]
+    pages += [f"/api/v1/measurements.csv?{urllib.parse.urlencode({'campaign': s, 'chip': c})}" for s, c in chips]
     by_state: dict[str, list[str]] = {}
     for record in records:
         if record["kind"] == "submission":
@@ -761,6 +789,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=10_000, help="submissions in the original service")
     parser.add_argument("--seed", type=int, default=46)
     parser.add_argument("--keep", action="store_true", help="leave the two databases in place")
+    parser.add_argument("--reuse", action="store_true", help="compare the databases an earlier --keep left")
     options = parser.parse_args(argv)
     if options.step in ("build", "counts"):  # a process of its own, on the DATABASE_URL it was given
         import django
@@ -778,8 +807,8 @@ def main(argv: list[str] | None = None) -> int:
     name = f"bh_perf_drill_{options.size}"
     original, restored = f"{HOST}/{name}_original", f"{HOST}/{name}_restored"
     with tempfile.TemporaryDirectory(prefix="benchhub-drill-") as workdir:
-        figures = run(original, restored, options.size, options.seed, Path(workdir))
-    if not options.keep:
+        figures = run(original, restored, options.size, options.seed, Path(workdir), reuse=options.reuse)
+    if not options.keep and not options.reuse:
         drop_database(original)
         drop_database(restored)
     for line in figures.lines():

@@ -27,7 +27,8 @@ CAPS = {
     "csv": 2,
 }
 EVERY_KIND = (
-    "few_row_mma", "withdrawn", "hidden", "keys_banned", "quarantined", "released", "model_held", "control", "probation",
+    "few_row_mma", "withdrawn", "hidden", "keys_banned", "quarantined", "released", "model_held", "control",
+    "probation",
 )  # fmt: skip
 
 

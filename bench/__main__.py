@@ -11,6 +11,7 @@ validity  error rates of the verdicts by simulation with a known truth (docs/met
 snapshot  write_snapshot on --database, then its file served to a slow client through nginx + gunicorn
 clone     --database as --copies copies of --source's state in SQL, new keys per copy, cells recomputed
 scaleout  N = 1, 2, 4, 8 gunicorn workers and Celery processes on one PostgreSQL (bench/scaleout.py; own options)
+drill     a service of --size submissions, its snapshot, a fresh database restored from it: cells and pages compared
 all       state, ingest, latency, reads and rebuild, each a process of its own
 
 Django reads its database once per process: every step of `all` is a `python -m bench` process.
@@ -115,6 +116,10 @@ def main() -> None:
         from bench import validity
 
         raise SystemExit(validity.run(sys.argv[2:]))
+    if sys.argv[1:2] == ["drill"]:  # its own databases, steps and options
+        from bench import drill
+
+        raise SystemExit(drill.main(sys.argv[2:]))
     if sys.argv[1:2] == ["scaleout"]:  # its own states, steps and options
         from bench import scaleout
 

@@ -235,6 +235,8 @@ class Submission(models.Model):
 
     # Server flags a moderator must release before the submission counts.
     HELD_FLAGS = frozenset({"quarantined"})
+    # How state_reason begins for a hidden row its contributor withdrew; the moderator's reason follows.
+    WITHDRAWN_AFTER_HIDING = "withdrawn by its contributor; hidden by a moderator before: "
 
     class Meta:
         ordering = ("-received_at", "-id")
@@ -274,9 +276,7 @@ class Submission(models.Model):
         """Why it is not counted; withdrawing a submission a moderator hid keeps why it was hidden."""
         if self.withdrawn_at is not None:
             if self.hidden:
-                return "withdrawn by its contributor; hidden by a moderator before: " + (
-                    self.moderation_reason or "no reason given"
-                )
+                return self.WITHDRAWN_AFTER_HIDING + (self.moderation_reason or "no reason given")
             return "withdrawn by its contributor"
         if self.hidden:
             return self.moderation_reason or "hidden by a moderator"

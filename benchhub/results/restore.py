@@ -86,7 +86,11 @@ def _campaign(record: dict[str, Any]) -> None:
             raise RestoreError(f"campaign {slug} version {found['version']} is unknown here and not signed.")
         versions.publish({**found["manifest"], "signature": found["signature"]})
     for found in record.get("versions") or []:
-        CampaignVersion.objects.filter(digest=found["digest"]).update(state=found["state"])
+        # Its publication time as well: a submission without a campaign_digest is judged by the
+        # version open at its created_at, and one published here now would be open at none of them.
+        published = found.get("published_at")
+        when = {"published_at": _time(published, f"campaign {slug} version {found['version']}")} if published else {}
+        CampaignVersion.objects.filter(digest=found["digest"]).update(state=found["state"], **when)
 
 
 def _contributor(record: dict[str, Any], restored: Restored) -> None:
@@ -119,7 +123,9 @@ def _submission(record: dict[str, Any], restored: Restored) -> None:
         changes["withdrawal"] = (record.get("withdrawal") or "").encode()
         restored.withdrawn += 1
     if record["state"] == "hidden":
-        changes["hidden"], changes["moderation_reason"] = True, record.get("reason") or RESTORED
+        # The published reason of a hidden row withdrawn afterwards holds the moderator's behind a prefix.
+        reason = (record.get("reason") or RESTORED).removeprefix(Submission.WITHDRAWN_AFTER_HIDING)
+        changes["hidden"], changes["moderation_reason"] = True, reason
         restored.hidden += 1
     held = set(record.get("held") or ())
     if Submission.HELD_FLAGS & set(submission.flags) and not Submission.HELD_FLAGS & held:

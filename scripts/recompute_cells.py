@@ -594,6 +594,7 @@ class Snapshot:
     versions: dict[str, list[Version]] = field(default_factory=dict)  # slug -> its published versions, oldest first
     keys: dict[str, dict[str, bytes]] = field(default_factory=dict)  # handle -> keyid -> public key
     registered: dict[str, datetime] = field(default_factory=dict)  # keyid -> when it was registered
+    names: dict[str, tuple[str, str]] = field(default_factory=dict)  # model sha256 -> (name, quant) a rule decides
     submissions: Iterator[Submission] = field(default_factory=lambda: iter(()))  # verified as read, oldest first
     failures: list[str] = field(default_factory=list)  # what did not verify, one line each (complete once read)
 
@@ -650,6 +651,10 @@ def parse_snapshot(data: bytes) -> Snapshot:
             snapshot.versions[slug] = campaign_versions(line)
         elif line.get("kind") == "contributor":
             snapshot.keys[line["handle"]] = contributor_keys(line, snapshot)
+        elif line.get("kind") == "model_name":
+            if not all(isinstance(line.get(name), str) for name in ("sha256", "name", "quant")):
+                raise BadInput("a model_name line needs the strings sha256, name and quant")
+            snapshot.names[line["sha256"]] = (line["name"], line["quant"])
         else:
             snapshot.submissions = verified_submissions(itertools.chain([line], lines), snapshot)
             break
@@ -725,7 +730,8 @@ def contributor_keys(line: Mapping[str, Any], snapshot: Snapshot) -> dict[str, b
 def verified_submissions(lines: Iterable[dict[str, Any]], snapshot: Snapshot) -> Iterator[Submission]:
     for line in lines:
         if line.get("kind") != "submission":
-            raise BadInput(f"unexpected line kind {line.get('kind')!r} (campaigns, contributors, then submissions)")
+            order = "campaigns, contributors, model names, then submissions"
+            raise BadInput(f"unexpected line kind {line.get('kind')!r} ({order})")
         if line.get("state") not in STATES:
             raise BadInput(f"submission {line.get('id')}: unknown state {line.get('state')!r}")
         if line["state"] == "held" and not set(line.get("held") or ()) & set(HELD_REASONS):
@@ -971,12 +977,10 @@ def recompute(snapshot: Snapshot) -> dict[str, list[Row]]:
         page = pages[(*where, version.cells)]
         commits = {variant["name"]: variant["commit"] for variant in payload["variants"]}
         reasons = {name: exclusion(submission, name, baseline) for name in commits}
-        named: Named = (
-            submission.received_at,
-            submission.id,
-            model.get("label") or model["file_name"],
-            model["file_type"],
-        )
+        # A file whose name a rule decides (a pin, a dispute, several names sent) is named as the snapshot
+        # says; the networks that decide it are not published.
+        shown = snapshot.names.get(model["sha256"], (model.get("label") or model["file_name"], model["file_type"]))
+        named: Named = (submission.received_at, submission.id, *shown)
         pending = snapshot.pending(submission.keyid)
         for (variant, batch), (ratio, base, log_se, df, n_cycles) in paired_rows(payload, baseline).items():
             tally = page.setdefault((variant, commits[variant], batch), Tally(named))

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from benchhub.accounts.models import Contributor
+from benchhub.results import claims
 from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.cells import predict_cycles
 from benchhub.results.models import Campaign, Submission
@@ -107,6 +108,8 @@ def records(manifest_of: Callable[[Campaign], dict[str, Any]], generated_at: dat
             for key in contributor.keys.all()
         ]
         yield {"kind": "contributor", "handle": contributor.handle, "keys": keys}
+    for sha256, name, quant in claims.shown_names():
+        yield {"kind": "model_name", "sha256": sha256, "name": name, "quant": quant}
     submissions = Submission.objects.filter(received_at__lte=generated_at).order_by("received_at", "pk")
     for submission in submissions.select_related("raw", "contributor").iterator(chunk_size=CHUNK):
         yield {

@@ -192,3 +192,22 @@ def display_name(sha256: str, found: Standing | None) -> tuple[str, str] | None:
         .first()
     )
     return None if tally is None else (tally["shown"], tally["model_file__file_type"])
+
+
+def shown_names() -> list[tuple[str, str, str]]:
+    """(sha256, name, quant) of every file whose pages a rule names (display_name is not None): the
+    pinned, the disputed and those sent under several names. The snapshot publishes them, as it
+    publishes holds: the networks that decide them are not public."""
+    several = (
+        ModelFile.objects.values("sha256")
+        .annotate(names=Count(Coalesce(NullIf("label", Value("")), "file_name"), distinct=True))
+        .filter(names__gt=1)
+        .values_list("sha256", flat=True)
+    )
+    candidates = set(several) | set(disputed_files()) | set(ModelClaimDecision.objects.values_list("sha256", flat=True))
+    found = []
+    for sha256 in sorted(candidates):
+        name = display_name(sha256, standing(sha256) if in_dispute(sha256) else None)
+        if name is not None:
+            found.append((sha256, *name))
+    return found

@@ -4,7 +4,8 @@ Into an empty database: the campaigns' versions, the contributors and their keys
 registration times, so probation reads as it did), every submission from its stored envelope,
 checked again as at ingest and stored under its own id and time, then what the payloads cannot
 show: withdrawals (with their signed envelopes), hidden rows, quarantined rows a moderator had
-released, and for each file whose claims conflicted, a pin of the claim that stood. Then every
+released, for each file whose claims conflicted, a pin of the claim that stood, and for each file a
+rule names (the snapshot's model_name records), a pin carrying that name. Then every
 cell is recomputed. What the snapshot does not carry (admin accounts, secrets, key networks,
 bans, demo marks, throttle counters) is listed in docs/reliability.md.
 """
@@ -27,7 +28,7 @@ from django.utils.dateparse import parse_datetime
 from benchhub.accounts.models import Contributor, PublicKey
 from benchhub.results import cells, ingest, versions
 from benchhub.results.measurements import rebuild_measurements
-from benchhub.results.models import Campaign, CampaignVersion, ModelClaimDecision, Submission
+from benchhub.results.models import Campaign, CampaignVersion, ModelClaimDecision, ModelFile, Submission
 
 RESTORED = "restored from the public snapshot"
 
@@ -156,6 +157,22 @@ def _pin_standing_claims(restored: Restored) -> None:
             restored.pinned += 1
 
 
+def _pin_shown_names(names: list[dict[str, Any]], restored: Restored) -> None:
+    """A file whose pages a rule names (a pin, a dispute, several names sent: the snapshot's model_name
+    records) keeps that name: its pin, or one pinned here on the claim of that quant, carries it."""
+    for record in names:
+        sha256, name, quant = record["sha256"], record["name"], record["quant"]
+        decision = ModelClaimDecision.objects.filter(sha256=sha256).first()
+        if decision is not None:
+            ModelClaimDecision.objects.filter(pk=decision.pk).update(name=name)
+            continue
+        claim = ModelFile.objects.filter(sha256=sha256, file_type=quant).order_by("pk").first()
+        if claim is None:
+            raise RestoreError(f"model_name {sha256[:16]}...: no submission claims that file as {quant}.")
+        ModelClaimDecision.objects.create(sha256=sha256, claim=claim, name=name, decided_by="system", reason=RESTORED)
+        restored.pinned += 1
+
+
 def restore(path: Path) -> Restored:
     """Rebuild the state `path` (a published snapshot, gzipped JSON lines) describes; all or nothing."""
     restored = Restored()
@@ -166,16 +183,20 @@ def restore(path: Path) -> Restored:
         header = next(records, None)
         if header is None or header.get("kind") != "snapshot":
             raise RestoreError(f"{path.name} does not start with a snapshot header.")
+        names: list[dict[str, Any]] = []
         for record in records:
             kind = record["kind"]
             if kind == "campaign":
                 _campaign(record)
             elif kind == "contributor":
                 _contributor(record, restored)
+            elif kind == "model_name":
+                names.append(record)
             elif kind == "submission":
                 _submission(record, restored)
             else:
                 raise RestoreError(f"{path.name} holds a record of unknown kind {kind!r}.")
         _pin_standing_claims(restored)
+        _pin_shown_names(names, restored)
     restored.cells = cells.refresh_all_cells()
     return restored

@@ -310,7 +310,7 @@ def test_lines_out_of_their_sections_are_bad_input(tmp_path: Path, capsys: pytes
     path.write_bytes(gzip.compress(b"\n".join(json.dumps(line).encode() for line in lines)))
     code, out = run_main(capsys, "--snapshot", str(path))
     assert code == 2 and out == [
-        "bad input: unexpected line kind 'campaign' (campaigns, contributors, then submissions)"
+        "bad input: unexpected line kind 'campaign' (campaigns, contributors, model names, then submissions)"
     ]
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from benchhub_protocol.words import DEFAULT_MIN_EFFECT
 from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -20,15 +21,16 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import ChipName, Contributor
-from benchhub.results.campaigns import DEFAULT_MIN_EFFECT, campaign_rules, variant_descriptions
-from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
+from benchhub.results.board import CellRow, HeadlineRow, chip_label, chip_slug, current_cell_rows, current_headline_rows
+from benchhub.results.campaigns import campaign_rules, variant_descriptions
+from benchhub.results.models import Campaign, LeaderboardCell, Submission
+from benchhub.results.published import ReferenceRow, ReferenceRowQuerySet
 from benchhub.results.readcache import cached_render
 from benchhub.web import charts, exports, wheel
-from benchhub.web.leaderboard import CellRow, ChipQuantGroup, build_board, chip_label, chip_slug, coverage
-from benchhub.web.models import ReferenceRow, ReferenceRowQuerySet
+from benchhub.web.leaderboard import GroupTable, build_board, coverage
 from benchhub.web.pages import Chart, Page, page_of, submission_context
 from benchhub.web.provenance import Provenance, demo_note, provenance
-from benchhub.web.ranking import HeadlineRow, rank, ranking_rows
+from benchhub.web.ranking import rank, ranking_rows
 from benchhub.web.series import reference_throughput_series, speedup_series, throughput_series
 from benchhub.web.words import model_names, threshold_note
 
@@ -157,21 +159,14 @@ def compared_variant(campaign: CampaignChoice, requested: str | None) -> str:
     return candidates[0] if candidates else campaign.baseline
 
 
-def cell_rows(**filters: Any) -> list[CellRow]:
-    """Cells of the current campaign versions: superseded ones are shown apart (campaign_versions.py)."""
-    rows = LeaderboardCell.objects.filter(superseded=False, **filters).values_list(*CellRow._fields)
-    return [CellRow(*row) for row in rows]
-
-
 def _headlines(campaign: CampaignChoice) -> list[HeadlineRow]:
     if not campaign.live:
         return []
-    rows = Headline.objects.filter(campaign__slug=campaign.slug, superseded=False).values_list(*HeadlineRow._fields)
-    return [HeadlineRow(*row) for row in rows]
+    return current_headline_rows(campaign__slug=campaign.slug)
 
 
 def _cells(campaign: CampaignChoice, **filters: Any) -> list[CellRow]:
-    return cell_rows(campaign__slug=campaign.slug, **filters) if campaign.live else []
+    return current_cell_rows(campaign__slug=campaign.slug, **filters) if campaign.live else []
 
 
 PublishedRows = tuple[Mapping[str, Any], ...]
@@ -301,12 +296,12 @@ def _home(request: HttpRequest) -> HttpResponse:
 @dataclass(frozen=True)
 class ChipSection:
     campaign: CampaignChoice
-    board: list[ChipQuantGroup]
+    board: list[GroupTable]
     charts: list[Chart]
     threshold: str = ""
 
 
-def _backend_note(group: ChipQuantGroup) -> str:
+def _backend_note(group: GroupTable) -> str:
     return f", {group.control_label}" if group.control else ""
 
 

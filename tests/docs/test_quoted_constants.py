@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from benchhub_agent import sweep
 from benchhub_agent.errors import ExitCode
-from benchhub_protocol import envelope, meta, rounds, schema, stats
+from benchhub_protocol import envelope, meta, rounds, schema, stats, words
 
 from benchhub.api import snapshot
 from benchhub.results import campaigns, claims, copies, plausibility
@@ -59,6 +59,7 @@ NAMES: dict[str, Any] = {
     "schema": schema,
     "stats": stats,
     "meta": meta,
+    "words": words,
     "ExitCode": ExitCode,
     "sweep": sweep,
     "campaigns": campaigns,

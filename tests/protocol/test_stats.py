@@ -1,4 +1,4 @@
-"""stats.py: the pure statistics of docs/protocol.md section 5.1 (cells version 4), checked against closed
+"""stats.py: the pure statistics of docs/protocol.md section 7 (cells version 4), checked against closed
 forms and hand computations. The simulation of their error rates is tests/protocol/test_validity.py."""
 
 from __future__ import annotations

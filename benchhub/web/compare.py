@@ -15,17 +15,11 @@ from benchhub.accounts.models import Contributor
 from benchhub.results.board import CellRow, chip_label, current_cell_rows
 from benchhub.results.models import Submission
 from benchhub.web import charts
+from benchhub.web.choices import CampaignChoice, UnknownFilter, campaign_choices, compared_variant, pick_campaign
 from benchhub.web.leaderboard import pair_text, short_id
 from benchhub.web.pages import Chart, Page, submission_series
 from benchhub.web.series import speedup_series
-from benchhub.web.views import (
-    CampaignChoice,
-    UnknownFilter,
-    campaign_choices,
-    chips_by_slug,
-    compared_variant,
-    pick_campaign,
-)
+from benchhub.web.views import chips_by_slug
 from benchhub.web.words import (
     control_label,
     interval_note,

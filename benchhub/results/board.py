@@ -4,8 +4,9 @@ A *group* is the cells of one (campaign, chip, GPU core count, model file, backe
 version: what one submission touches, what one refresh recomputes (cells.py), and the family whose
 verdicts are controlled together (docs/protocol.md, section 7). A chip's page shows many groups.
 `CellRow` is one stored cell and `HeadlineRow` one variant's headline in a group, read as tuples
-(pages hold hundreds of cells); the API, its CSV, the Markdown export and the templates all read
-these two types, and `CellRow.as_api` is the one serialised form of a cell (its fields are the API's).
+(pages hold hundreds of cells); the API's leaderboard, the Markdown export and the templates all
+read these two types, and `CellRow.as_api` is the one serialised form of a cell (its fields are the
+API's). The measurements CSV joins each measurement's stored cell in SQL (api/exports.py).
 """
 
 from __future__ import annotations

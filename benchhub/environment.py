@@ -202,10 +202,11 @@ BY_NAME = {variable.name: variable for variable in VARIABLES}
 
 
 def raw(name: str, environ: Mapping[str, str] | None = None, *, debug: bool = False) -> str:
-    """The variable's text: the environment's, else its default (with DEBUG on, its debug default)."""
+    """The variable's text: the environment's, else its default (with DEBUG on, its debug default).
+    An empty value of a number or a boolean (`DJANGO_SECURE_PROXY_SSL_HEADER=` in a .env) is unset."""
     variable = BY_NAME[name]  # a name not in the table is a programming error
     value = (os.environ if environ is None else environ).get(name)
-    if value is not None:
+    if value is not None and (value.strip() or variable.kind in ("text", "list", "path")):
         return value
     default = variable.debug_default if debug and variable.debug_default is not None else variable.default
     return default.replace("{base}", str(BASE_DIR))

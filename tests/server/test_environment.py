@@ -57,6 +57,8 @@ def test_it_reads_the_spellings_it_documents() -> None:
     ] * 4
     assert not any(environment.boolean("DJANGO_DEBUG", {"DJANGO_DEBUG": word}) for word in ("0", "no", "OFF", "false"))
     assert environment.default("DJANGO_DEBUG") is False
+    assert environment.boolean("DJANGO_SECURE_SSL_REDIRECT", {"DJANGO_SECURE_SSL_REDIRECT": ""}) is True  # unset
+    assert environment.integer("BENCHHUB_CLOCK_SKEW_S", {"BENCHHUB_CLOCK_SKEW_S": " "}) == 300
 
 
 def test_the_service_does_not_start_on_a_junk_boolean() -> None:

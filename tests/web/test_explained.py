@@ -19,24 +19,9 @@ from tests.web.test_leaderboard import EXCLUDED, row
 
 
 def cell(n_machines: int, **excluded: int) -> CellRow:
+    where = {"chip": "Intel Xeon", "gpu_cores": None, "model": "gemma", "model_sha256": "a" * 64, "quant": "Q4_K_M"}
     return row(
-        chip="Intel Xeon",
-        gpu_cores=None,
-        model="gemma",
-        model_sha256="a" * 64,
-        quant="Q4_K_M",
-        variant="01",
-        batch_size=4,
-        baseline_tg_tps=None,
-        tg_tps=None,
-        speedup=None,
-        interval=None,
-        ci_low=None,
-        ci_high=None,
-        n_machines=n_machines,
-        n_submissions=1,
-        n_contributors=1,
-        excluded=EXCLUDED | excluded,
+        **where, variant="01", batch_size=4, n_machines=n_machines, n_submissions=1, excluded=EXCLUDED | excluded
     )
 
 

@@ -54,6 +54,13 @@ EXCLUDED = {"hidden": 0, "correctness_failed": 0, "correctness_not_run": 0, "deg
 # A cell's fields where a test names none: no interval, no prediction, "too few machines".
 UNSTATED: dict[str, Any] = {
     "commit": "",
+    "baseline_tg_tps": None,
+    "tg_tps": None,
+    "speedup": None,
+    "interval": None,
+    "ci_low": None,
+    "ci_high": None,
+    "n_contributors": 1,
     "predict_low": None,
     "predict_high": None,
     "predict_level": None,

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 
 from benchhub_protocol import markdown, stats
+from benchhub_protocol import words as protocol_words
 from benchhub_protocol.words import TOO_FEW, VARIES, VERDICT_MARKS, VERDICTS
 
 from benchhub.results.campaigns import backend_name
@@ -24,7 +25,7 @@ def percent(fraction: float) -> str:
 
 verdict_label = stats.verdict_label  # "within" names its threshold: "within ±2%"
 evidence_key = stats.evidence_key  # the ranking's order: what the data support, not the point estimate
-ABOUT_VERDICTS: str = stats.ABOUT_VERDICTS  # the About page's five sentences
+ABOUT_VERDICTS: str = protocol_words.ABOUT_VERDICTS  # the About page's five sentences
 
 format_change = markdown.format_change  # "+42%", "+0.4%" under 1%, "±0.0%" only for a change under 0.05%
 format_interval = markdown.format_interval  # "+3% to +9%"; once when both ends print the same

@@ -46,24 +46,6 @@ EFFECT_FLOOR = 0.001
 # "faster" needs the page-wise interval clear of this share of the smallest effect (and "slower" alike).
 CLEAR_SHARE = 0.5
 
-ABOUT_VERDICTS = (
-    "Each cell compares a patched build with the baseline on the same machine, and its number is "
-    "the typical machine's change: machines are combined as the studies of a meta-analysis, each weighted "
-    "by its own precision, where a machine is one signing key. "
-    "The interval beside it is 95% page-wise: all the intervals on one chip page hold together 95% of "
-    'the time, so identical code shows a "faster" or "slower" somewhere on the page at most 5% of the time. '
-    '"faster" or "slower" means that interval excludes no change, the change itself is at least the '
-    "campaign's smallest effect worth reporting (2% unless the campaign says otherwise), and the machines "
-    'agree on it; "varies by machine" means the machines\' own changes differ so much that some gain and '
-    'others lose more than that threshold; "within ±2%" means both the interval and the range of new '
-    "machines lie inside that threshold, so no machine is likely to see a change that matters. "
-    '"unclear" means none of these holds yet and more machines would settle it, and "too few machines" means '
-    "fewer than 3 machines, too few for an interval at all. "
-    'The range labelled "what your Mac will likely see" is another thing: it is where 80% of new machines '
-    "of that chip will land, running the campaign's default sweep, wider than the interval because "
-    "machines differ from one another and each measures with its own noise."
-)
-
 
 def median(values: Sequence[float]) -> float:
     if not values:

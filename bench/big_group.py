@@ -34,14 +34,14 @@ def build(machines: int) -> tuple[Group, int]:
     from django.db import connection, transaction
 
     from benchhub.accounts.models import Contributor, PublicKey
-    from benchhub.results import cells
+    from benchhub.results import board, cells
     from benchhub.results.models import CellGroup, Headline, LeaderboardCell, Measurement, Submission
 
     template = Submission.objects.filter(measurements__isnull=False).exclude(chip__startswith=CHIP).first()
     if template is None:
         raise SystemExit("the database holds no submission: run `python -m bench state --size 1000` on it first")
     chip = f"{CHIP} of {machines} machines"
-    group = cells.Group(template.campaign_id, chip, template.gpu_cores, template.model_sha256, template.backend)
+    group = board.Group(template.campaign_id, chip, template.gpu_cores, template.model_sha256, template.backend)
     prefix = f"synthetic-{machines}-"
     with transaction.atomic():
         Measurement.objects.filter(chip=chip).delete()

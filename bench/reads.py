@@ -46,8 +46,8 @@ def run(repeats: int, csv: bool) -> None:
     from django.core.cache import cache
     from django.test import Client
 
+    from benchhub.results.board import chip_slug
     from benchhub.results.models import LeaderboardCell, Submission
-    from benchhub.web.leaderboard import chip_slug
 
     client = Client()
     rng = random.Random(3)

@@ -20,7 +20,7 @@ REPEATS = 5
 def run() -> None:
     from django.db.models import Count
 
-    from benchhub.results import cells
+    from benchhub.results import board, cells
     from benchhub.results.models import LeaderboardCell, Measurement, Submission
 
     submissions, measurements = Submission.objects.count(), Measurement.objects.count()
@@ -33,7 +33,7 @@ def run() -> None:
         raise RuntimeError(f"rebuild_cells failed: {done.stderr[-2000:]}")
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     groups = len(cells.all_groups())
-    largest = Measurement.objects.values(*cells.GROUP_FIELDS).annotate(rows=Count("id")).order_by("-rows").first() or {}
+    largest = Measurement.objects.values(*board.GROUP_FIELDS).annotate(rows=Count("id")).order_by("-rows").first() or {}
     lines = [
         f"{submissions} submissions, {measurements} measurements, {LeaderboardCell.objects.count()} cells",
         f"wall {seconds:.1f} s, {seconds / max(groups, 1) * 1000:.0f} ms a group ({groups} groups), "
@@ -43,7 +43,7 @@ def run() -> None:
     ]
     if largest:
         rows = largest.pop("rows")
-        group = cells.Group(*(largest[name] for name in cells.GROUP_FIELDS))
+        group = board.Group(*(largest[name] for name in board.GROUP_FIELDS))
         times = []
         for _ in range(REPEATS):
             started = time.perf_counter()

@@ -82,14 +82,14 @@ class Writer:
         """One transaction: the submissions, their raw envelopes and every normalised row."""
         from django.db import transaction
 
-        from benchhub.results import cells, storage
+        from benchhub.results import board, cells, storage
         from benchhub.results.measurements import measurement_rows
         from benchhub.results.models import Measurement, RawEnvelope, Submission
 
         submissions = [self.submission(*item) for item in batch]
         # Each group's lock row first, committed on its own: two writers creating the same ones inside
         # their batch transactions deadlock on the unique index.
-        for group in sorted({cells.Group.of(submission) for submission in submissions} - self.groups, key=repr):
+        for group in sorted({board.Group.of(submission) for submission in submissions} - self.groups, key=repr):
             cells.ensure_group(group)
             self.groups.add(group)
         with transaction.atomic():

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchhub_protocol import cycles, distributions, meta, stats
+from benchhub_protocol import cycles, distributions, meta, stats, words
 
 from bench import validity_world as sim
 
@@ -110,15 +110,15 @@ def null_rates(label: str, world: sim.World, count: int, seed: int) -> list[Figu
     page_any, both_any, one_side, cell_share, within, varies, inside = [], [], [], [], [], [], []
     for page, found in pages(world, count, seed):
         found_verdicts = verdicts(found)
-        called = [v in ("faster", "slower") for v in found_verdicts]
+        called = [v in words.DIRECTIONAL for v in found_verdicts]
         page_any.append(float(any(called)))
         if world.split is not None:
             one_side.append(float(len(page.sides) == 1))
             if len(page.sides) == 2:
                 both_any.append(float(any(called)))
         cell_share.append(sum(called) / len(called))
-        within.append(sum(v == "within" for v in found_verdicts) / len(found_verdicts))
-        varies.append(sum(v == "varies by machine" for v in found_verdicts) / len(found_verdicts))
+        within.append(sum(v == words.WITHIN for v in found_verdicts) / len(found_verdicts))
+        varies.append(sum(v == words.VARIES for v in found_verdicts) / len(found_verdicts))
         hits = prediction_hits(page, found)
         inside.append(sum(hits) / len(hits))
     figures = []
@@ -146,7 +146,7 @@ def faster_share(world: sim.World, count: int, seed: int) -> tuple[float, float]
     outcomes = []
     for _, found in pages(world, count, seed):
         found_verdicts = verdicts(found)
-        outcomes.append(sum(v == "faster" for v in found_verdicts) / len(found_verdicts))
+        outcomes.append(sum(v == words.FASTER for v in found_verdicts) / len(found_verdicts))
     return share(outcomes)
 
 
@@ -181,7 +181,7 @@ def trivial(n: int, scale: float) -> list[Figure]:
     """A true +1%, half the smallest effect: how often a group shows a "faster" anywhere."""
     world = sim.World(n, effect=sim.constant(0.01))
     count = max(10, round(120 * scale))
-    outcomes = [float("faster" in verdicts(found)) for _, found in pages(world, count, seed=2000 + n)]
+    outcomes = [float(words.FASTER in verdicts(found)) for _, found in pages(world, count, seed=2000 + n)]
     value, error = share(outcomes)
     return [Figure(f"true +1%, {n} machines: groups, any faster", value, error, "≤ 5%", value <= 0.05)]
 
@@ -244,7 +244,7 @@ def headline_bias(scale: float) -> list[Figure]:
 
 
 def ranking(scale: float) -> list[Figure]:
-    """Rankings of RANKING_PAGES chip pages under A/A, each line one (chip, variant) headline,
+    """Rankings of RANKING_PAGES groups under A/A, each line one (chip, variant) headline,
     ordered by stats.evidence_key as the leaderboard orders them."""
     rng = random.Random(7000)
     any_faster, top_faster = [], []
@@ -254,10 +254,10 @@ def ranking(scale: float) -> list[Figure]:
             world = sim.World(rng.choice(RANKING_MACHINES), machine_sd=0.0, round_sd=rng.choice((0.02, 0.03, 0.05)))
             lines += sim.judge(sim.simulate_page(world, rng)).headlines.values()
         lines.sort(key=stats.evidence_key)
-        any_faster.append(float(any(line.verdict == "faster" for line in lines)))
-        top_faster.append(float(lines[0].verdict == "faster"))
+        any_faster.append(float(any(line.verdict == words.FASTER for line in lines)))
+        top_faster.append(float(lines[0].verdict == words.FASTER))
     value, error = share(any_faster)
-    label = f'A/A rankings of {RANKING_PAGES} chip pages with any line "faster"'
+    label = f'A/A rankings of {RANKING_PAGES} groups with any line "faster"'
     return [
         Figure(label, value, error, "≤ 5%", value <= 0.05),
         Figure('A/A rankings whose top line reads "faster"', *share(top_faster), "≤ 5%", share(top_faster)[0] <= 0.05),

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchhub_protocol import cycles, stats
+from benchhub_protocol.words import DEFAULT_MIN_EFFECT
 
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)  # the campaign's sweep
 HEADLINE_SIZES = (2, 3, 4, 5, 8)  # its batch sizes 2-8
 BASELINE = "upstream"
 VARIANTS = ("01", "01+02")
-MIN_EFFECT = 0.02
+MIN_EFFECT = DEFAULT_MIN_EFFECT
 SHARED = 0.8  # share of a process's noise that is one offset for all its batch sizes (A/A data: 0.78)
 MACHINE_SHARED = 0.75  # share of a machine's effect variance common to all batch sizes
 # Whole cycles a submission runs: the agent stops once its verdicts settle, so most runs are short.

@@ -4,7 +4,7 @@
 Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
   1. reads the snapshot (GET /api/v1/snapshot/, checked against its stated SHA-256, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
-  3. recomputes every cell by docs/protocol.md section 5.1 (cells version 4), judging each submission by
+  3. recomputes every cell by docs/protocol.md section 7 (cells version 4), judging each submission by
      the campaign version it ran under (campaign versions),
   4. with --server, prints every cell field that differs from GET /api/v1/leaderboard/?campaign=<slug>.
 

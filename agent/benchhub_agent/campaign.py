@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchhub_protocol import campaign_versions
+from benchhub_protocol.words import DEFAULT_MIN_EFFECT
 
 from . import client
 from . import manifest as manifest_rules
@@ -58,9 +59,7 @@ class Campaign:
     variants: tuple[Variant, ...]
     sweep: dict[str, Any]
     source: str  # "server" or "bundled": said in the output so a user knows what was followed
-    min_effect: float = (
-        0.02  # the smallest effect worth reporting (docs/protocol.md section 6): verdicts and the sweep's target
-    )
+    min_effect: float = DEFAULT_MIN_EFFECT  # the smallest effect worth reporting: verdicts and the sweep's target
     version: int = 0  # the campaign version (0: none known)
     digest: str = ""  # its digest, sent as the payload's campaign_digest; empty for a draft
     manifest: dict[str, Any] = field(default_factory=dict)  # the signed manifest, to say what a newer one changed
@@ -117,7 +116,7 @@ def bundled(slug: str) -> Campaign:
         tuple(variants),
         dict(definition["sweep"]),
         "bundled",
-        float(definition.get("min_effect", 0.02)),
+        float(definition.get("min_effect", DEFAULT_MIN_EFFECT)),
         int(definition["version"]),
         campaign_versions.digest(definition) if definition.get("signature") else "",
         campaign_versions.signed_body(definition),
@@ -199,7 +198,7 @@ def from_manifest(manifest: dict[str, Any], dirs: Dirs, slug: str | None = None,
     sweep = manifest_rules.sweep_settings(manifest["sweep"])
     min_effect = manifest.get("min_effect")
     if not isinstance(min_effect, (int, float)) or isinstance(min_effect, bool) or not 0 < min_effect < 1:
-        min_effect = 0.02  # absent or nonsensical: the protocol's default (the service judges with its own copy)
+        min_effect = DEFAULT_MIN_EFFECT  # absent or nonsensical: the protocol's default, as the service's
     return Campaign(
         slug,
         manifest["repo"],

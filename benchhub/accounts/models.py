@@ -94,7 +94,7 @@ class ModerationEvent(models.Model):
 
 
 class ChipName(models.Model):
-    """The one spelling of each chip slug (names.check_chip): two names with one slug would share
+    """The one spelling of each chip slug (names.claim_chip): two names with one slug would share
     one /chips/<slug>/ page, so the first spelling seen owns the slug and others are refused."""
 
     slug = models.CharField(max_length=200, unique=True)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchhub_protocol.words import DEFAULT_MIN_EFFECT, FASTER
 from drf_spectacular.utils import OpenApiExample
 
 ENVELOPES: dict[str, Any] = json.loads((Path(__file__).with_name("openapi_envelopes.json")).read_text())
@@ -84,8 +85,8 @@ LEADERBOARD = [
                     "predict_level": 0.8,
                     "tau": 0.0071,
                     "i2": 0.42,
-                    "verdict": "faster",
-                    "min_effect": 0.02,
+                    "verdict": FASTER,
+                    "min_effect": DEFAULT_MIN_EFFECT,
                     "campaign_version": 1,
                     "superseded": False,
                     "n_machines": 3,

@@ -15,9 +15,9 @@ from drf_spectacular.utils import OpenApiParameter
 
 from benchhub.accounts.models import Contributor
 from benchhub.api.errors import ApiError
+from benchhub.results.board import chip_slug
 from benchhub.results.models import Campaign, CellGroup, LeaderboardCell, ModelFile
-from benchhub.web.leaderboard import chip_slug
-from benchhub.web.models import ReferenceRow
+from benchhub.results.published import ReferenceRow
 
 M = TypeVar("M", bound=Model)
 

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from benchhub.api import filters, serializers
-from benchhub.web.models import ReferenceRow
+from benchhub.results.published import ReferenceRow
 
 REFERENCE_FILTERS = {"campaign": "campaign_slug", "chip": "chip", "quant": "quant", "variant": "variant"}
 OTHER_FILTERS = {name: lookup for name, lookup in REFERENCE_FILTERS.items() if name != "chip"}

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from benchhub_protocol import stats
+from benchhub_protocol import words
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from benchhub.api import examples
+from benchhub.results import board
 from benchhub.results.models import LeaderboardCell, Measurement, Submission, SubmissionVariant
-from benchhub.web.models import ReferenceRow
+from benchhub.results.published import ReferenceRow
 
 
 class SignatureSerializer(serializers.Serializer[Any]):
@@ -211,7 +212,7 @@ class ExcludedSerializer(serializers.Serializer[Any]):
     run_state = serializers.IntegerField(help_text="on battery, low power mode or thermal pressure")
 
 
-# What each row field is (docs/protocol.md section 5.1, cells version 4): the OpenAPI document says it beside the field.
+# What each row field is (docs/protocol.md section 7, cells version 4): the OpenAPI document says it beside the field.
 ROW_HELP = {
     "chip": "the chip as the machines report it",
     "gpu_cores": "GPU core count; null off Apple GPUs",
@@ -234,7 +235,8 @@ ROW_HELP = {
     "(random effects, DerSimonian-Laird); null below 3 machines",
     "i2": "share of the machines' spread that is between machines rather than measurement noise (I^2, 0 to 1); "
     "null below 3 machines",
-    "min_effect": "the campaign's smallest effect worth reporting, as a fraction (0.02: 2%)",
+    "min_effect": f"the campaign's smallest effect worth reporting, as a fraction ({words.DEFAULT_MIN_EFFECT:g} unless "
+    "the campaign says otherwise)",
     "n_machines": "machines counted: a machine is a registered key, however many submissions it sent",
     "n_submissions": "submissions counted",
     "n_contributors": "handles counted (one handle may hold several keys, one per machine)",
@@ -248,58 +250,25 @@ ROW_HELP = {
 
 
 class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
-    """One cell (docs/protocol.md section 5.1, cells version 4)."""
+    """One cell (docs/protocol.md section 7, cells version 4)."""
 
     excluded = ExcludedSerializer(help_text="rows left out of the cell, by the first reason that applies")
     interval = serializers.CharField(
         allow_null=True,
         help_text='what [ci_low, ci_high] is, in words: e.g. "95%, page-wise" (an interval for the typical '
-        'machine, simultaneous over the chip page\'s cells), "range" (lowest to highest machine, no confidence '
+        'machine, simultaneous over every interval of its group), "range" (lowest to highest machine, no confidence '
         "claimed); null where there is none (docs/method.md)",
     )
     verdict = serializers.ChoiceField(
-        choices=list(stats.VERDICTS),
-        help_text="faster/slower: a change of at least min_effect the evidence shows, on which the machines agree; "
-        "varies by machine: the machines' true changes spread beyond ±min_effect on both sides (see the "
-        "prediction range); within: the interval and the prediction range both lie inside ±min_effect (pages "
-        'write "within ±2%"); unclear: none of these, with enough machines; too few machines: below the '
-        "method's minimum. On one chip page identical code shows any faster or slower with probability at most 5%",
+        choices=list(words.VERDICTS),
+        help_text="; ".join(f"{word}: {meaning}" for word, meaning in words.VERDICT_MEANINGS.items())
+        + '. Pages write "within ±2%" for within at 2%. In one group (docs/protocol.md, section 7) identical code '
+        "shows any faster or slower with probability at most 5%",
     )
 
     class Meta:
         model = LeaderboardCell
-        fields = (
-            "chip",
-            "gpu_cores",
-            "model",
-            "model_sha256",
-            "quant",
-            "variant",
-            "commit",
-            "batch_size",
-            "baseline_tg_tps",
-            "tg_tps",
-            "speedup",
-            "interval",
-            "ci_low",
-            "ci_high",
-            "predict_low",
-            "predict_high",
-            "predict_level",
-            "tau",
-            "i2",
-            "verdict",
-            "min_effect",
-            "campaign_version",
-            "superseded",
-            "n_machines",
-            "n_submissions",
-            "n_contributors",
-            "n_pending",
-            "excluded",
-            "backend",
-            "control",
-        )
+        fields = board.CellRow._fields
         extra_kwargs: ClassVar[dict[str, dict[str, str]]] = {
             name: {"help_text": text} for name, text in ROW_HELP.items()
         }

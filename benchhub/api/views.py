@@ -31,7 +31,7 @@ from benchhub.api.ingest_views import ERRORS, SubmissionIngestMixin
 from benchhub.api.manifest import manifest, version_row
 from benchhub.api.pagination import ByIdDescending, NewestFirst
 from benchhub.api.throttling import AddressThrottle, ExportThrottle, ReadThrottle
-from benchhub.results import campaigns
+from benchhub.results import board, campaigns
 from benchhub.results.models import Campaign, LeaderboardCell, Measurement, Submission
 from benchhub.results.readcache import cached_render
 
@@ -157,9 +157,6 @@ class LeaderboardView(APIView):
         return HttpResponse(leaderboard_json(campaign, cells, conditions), content_type="application/json")
 
 
-LEADERBOARD_FIELDS = serializers.LeaderboardRowSerializer.Meta.fields
-
-
 def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], conditions: Mapping[str, Any]) -> bytes:
     """Thousands of rows per campaign: read as tuples, not model instances, rendered once per
     version of the cells and at most once per staleness bound while they keep changing (readcache),
@@ -168,9 +165,7 @@ def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], condi
 
     def render() -> bytes:
         ordered = cells.order_by("chip", "gpu_cores", "model_sha256", "backend", "batch_size", "variant", "commit")
-        rows = [
-            dict(zip(LEADERBOARD_FIELDS, values, strict=True)) for values in ordered.values_list(*LEADERBOARD_FIELDS)
-        ]
+        rows = [row.as_api() for row in board.cell_rows(ordered)]
         return JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
 
     return cached_render("leaderboard", (campaign.pk, sorted(conditions.items())), cells, render)

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchhub_protocol import words
 from django.conf import settings
 
 
@@ -98,17 +99,14 @@ class CampaignRules:
     opened_at: datetime | None  # a result assembled before it is refused
 
 
-DEFAULT_MIN_EFFECT = 0.02
 DEFAULT_PLAUSIBLE_RATIO = (1 / 3, 3.0)
-# Where a verify step of speculative decoding falls (docs/campaigns.md): the headline's batch sizes.
-HEADLINE_BATCHES = (2, 8)
 
 
 def campaign_rules(definition: dict[str, Any]) -> CampaignRules:
     low, high = definition.get("plausible_ratio") or DEFAULT_PLAUSIBLE_RATIO
     opened = definition.get("opened_at")
     return CampaignRules(
-        min_effect=float(definition.get("min_effect", DEFAULT_MIN_EFFECT)),
+        min_effect=float(definition.get("min_effect", words.DEFAULT_MIN_EFFECT)),
         plausible_ratio=(float(low), float(high)),
         patched_backends=frozenset(definition.get("patched_backends", ("metal",))),
         opened_at=datetime.fromisoformat(opened) if opened else None,
@@ -116,8 +114,7 @@ def campaign_rules(definition: dict[str, Any]) -> CampaignRules:
 
 
 def headline_sizes(definition: dict[str, Any]) -> list[int]:
-    low, high = HEADLINE_BATCHES
-    return sorted(size for size in definition["sweep"]["batch_sizes"] if low <= size <= high)
+    return words.headline_sizes(definition["sweep"]["batch_sizes"])
 
 
 BACKEND_NAMES = {"metal": "Metal", "cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan"}

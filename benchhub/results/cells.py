@@ -1,7 +1,7 @@
 """Leaderboard cells, recomputed a group at a time from the group's stored measurements.
 
 All cells a submission touches share its campaign, chip, GPU core count, model file and backend:
-a "group", which is also one chip page, the family whose verdicts are controlled together. A
+a group (board.Group), the family whose verdicts are controlled together. A
 refresh, under the group's lock, has the database tally the group's measurements and hand back
 the counted ones (group_sums.py), judges them with benchhub_protocol.stats.judge_page (machines
 combined as studies, cells v4), replaces the group's cells and marks the submissions it took in
@@ -12,72 +12,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
 from benchhub_protocol import stats
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from benchhub.results import claims, group_sums, versions
+from benchhub.results.board import GROUP_FIELDS, Group
 from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.models import CellGroup, Headline, LeaderboardCell, Submission
 from benchhub.rows import get_or_insert
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Group:
-    """One page: the cells of one campaign, chip, GPU core count, model file and backend."""
-
-    campaign_id: int
-    chip: str
-    gpu_cores: int | None
-    model_sha256: str
-    backend: str
-    # The campaign version whose measurement the cells hold (versions.py): older ones are pages apart.
-    campaign_version: int = 1
-
-    def filter(self) -> dict[str, Any]:
-        return {
-            "campaign_id": self.campaign_id,
-            "chip": self.chip,
-            "gpu_cores": self.gpu_cores,
-            "model_sha256": self.model_sha256,
-            "backend": self.backend,
-            "campaign_version": self.campaign_version,
-        }
-
-    def task_args(self) -> tuple[int, str, int | None, str, str, int]:
-        return (self.campaign_id, self.chip, self.gpu_cores, self.model_sha256, self.backend, self.campaign_version)
-
-    def lock_name(self) -> str:
-        return ":".join(str(value) for value in self.task_args())
-
-    @classmethod
-    def of(cls, submission: Submission) -> Group:
-        return cls(
-            submission.campaign_id,
-            submission.chip,
-            submission.gpu_cores,
-            submission.model_sha256,
-            submission.backend,
-            submission.campaign_version,
-        )
-
-    def submissions(self) -> QuerySet[Submission]:
-        return Submission.objects.filter(**self.filter())
-
-    def waiting_submissions(self) -> QuerySet[Submission]:
-        """Submissions of the group whose measurements are not yet in its cells."""
-        return Submission.objects.filter(cells_refreshed_at__isnull=True, **self.filter())
-
-
-GROUP_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend", "campaign_version")
 
 
 def ensure_group(group: Group) -> None:

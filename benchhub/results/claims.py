@@ -1,4 +1,4 @@
-"""Claims about one model file (docs/protocol.md section 5.1, model identity).
+"""Claims about one model file (docs/protocol.md section 7, model identity).
 
 Each submission claims facts about the file it measured (ModelFile.FACTS, by `facts_digest`). A
 claim has standing only from established machines: keys past probation, not banned, with no hidden
@@ -11,7 +11,7 @@ the established ones and never a whole group.
 
 Every group refresh of a disputed file computes the standing itself (read only) to hold its own
 submissions. `settle` compares it with the last recorded one, outside any upload's transaction,
-and says when it changed, so that the caller queues the file's groups once (tasks.settle_file).
+and says when it changed, so that the caller queues the file's groups once (tasks.settle_file_claims).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One measurement counts once, within rounding (docs/protocol.md section 5.1): a payload whose
+"""One measurement counts once, within rounding (docs/protocol.md section 7): a payload whose
 measured rows all lie within TOLERANCE of a stored submission's (same variants, rounds and batch
 sizes) repeats that measurement, under whatever key it arrives. Exact copies are caught by the
 unique `measured_sha256`; near copies are found through an index on the rows' shape and the means

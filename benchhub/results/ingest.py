@@ -21,7 +21,7 @@ from benchhub.accounts import names
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import PublicKey
 from benchhub.accounts.registration import Registration, register
-from benchhub.results import campaigns, cells, copies, flags, moderation, storage, tasks, versions
+from benchhub.results import board, campaigns, cells, copies, flags, moderation, storage, tasks, versions
 from benchhub.results.campaigns import campaign_rules
 from benchhub.results.measurements import measurement_rows
 from benchhub.results.models import (
@@ -318,7 +318,7 @@ def _store(
     )
     variants = storage.store_rows([(submission, payload)])
     Measurement.objects.bulk_create(measurement_rows(submission, payload, variants[submission.pk]))
-    group = cells.Group.of(submission)
+    group = board.Group.of(submission)
     cells.ensure_group(group)
     if restored is None:
         transaction.on_commit(lambda: tasks.queue_refresh(group))

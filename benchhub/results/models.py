@@ -12,11 +12,13 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from benchhub_protocol.words import DEFAULT_MIN_EFFECT
 from django.db import models
 from django.db.models import F
 from django.db.models.functions import Coalesce
 
 from benchhub.accounts.models import Contributor, PublicKey
+from benchhub.results.published import ReferenceRow as ReferenceRow  # registered with the app's models
 
 
 class Campaign(models.Model):
@@ -464,7 +466,7 @@ class LeaderboardCell(models.Model):
     tau = models.FloatField(null=True, help_text="spread of true effects between machines (log scale sd)")
     i2 = models.FloatField(null=True, help_text="share of the machines' spread that is between machines")
     verdict = models.CharField(max_length=20)
-    min_effect = models.FloatField(default=0.02)
+    min_effect = models.FloatField(default=DEFAULT_MIN_EFFECT)
     control = models.BooleanField(default=False, help_text="measured on a backend the campaign's patches do not touch")
     n_machines = models.PositiveIntegerField(default=0)
     n_submissions = models.PositiveIntegerField(default=0)

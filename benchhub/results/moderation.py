@@ -17,7 +17,7 @@ from django.utils import timezone
 from benchhub.accounts import networks
 from benchhub.accounts.errors import IngestError
 from benchhub.accounts.models import ChipName, Contributor, ModerationEvent, PublicKey
-from benchhub.results.cells import Group
+from benchhub.results.board import Group
 from benchhub.results.measurements import rebuild_measurements
 from benchhub.results.models import ModelClaimDecision, ModelFile, Submission
 from benchhub.results.tasks import after_claim, queue_refresh, settle_claims

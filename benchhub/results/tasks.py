@@ -23,17 +23,17 @@ from django.core.cache import cache
 from django.db.models import F, Q
 from django.utils import timezone
 
-from benchhub.results import cells, claims
+from benchhub.results import board, cells, claims
 from benchhub.results.models import CellGroup, FileStanding, Submission
 
 logger = logging.getLogger(__name__)
 
 
-def _marker(group: cells.Group) -> str:
+def _marker(group: board.Group) -> str:
     return "benchhub:refresh-queued:" + hashlib.sha256(group.lock_name().encode()).hexdigest()
 
 
-def queue_refresh(group: cells.Group, force: bool = False) -> bool:
+def queue_refresh(group: board.Group, force: bool = False) -> bool:
     """Queue a refresh of the group unless one is already waiting; best effort (the sweeper covers
     a failure). `force`: refresh even with no submission waiting (its file's claims changed).
     Returns whether a message was sent."""
@@ -66,7 +66,7 @@ def queue_file_groups(model_sha256: str) -> int:
     groups = CellGroup.objects.filter(model_sha256=model_sha256)
     if changed is not None:
         groups = groups.filter(Q(refreshed_at__isnull=True) | Q(refreshed_at__lt=changed))
-    return sum(queue_refresh(cells.Group(*values), force=True) for values in groups.values_list(*cells.GROUP_FIELDS))
+    return sum(queue_refresh(board.Group(*values), force=True) for values in groups.values_list(*board.GROUP_FIELDS))
 
 
 def settle_claims(model_sha256: str, changed: bool = False) -> int:
@@ -104,7 +104,7 @@ def refresh_group_cells(
     campaign_version: int = 1,
     force: bool = False,
 ) -> int:
-    group = cells.Group(campaign_id, chip, gpu_cores, model_sha256, backend, campaign_version)
+    group = board.Group(campaign_id, chip, gpu_cores, model_sha256, backend, campaign_version)
     if force:
         marker = _marker(group) + ":force"
         return cells.refresh_group(group, on_locked=lambda: _release(marker))
@@ -157,7 +157,7 @@ def requeue_stale_submissions() -> int:
     stale_groups = (
         Submission.objects.filter(cells_refreshed_at__isnull=True, received_at__lte=cutoff)
         .order_by()
-        .values_list(*cells.GROUP_FIELDS)
+        .values_list(*board.GROUP_FIELDS)
         .distinct()
     )
-    return sum(queue_refresh(cells.Group(*values)) for values in stale_groups[:1000])
+    return sum(queue_refresh(board.Group(*values)) for values in stale_groups[:1000])

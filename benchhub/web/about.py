@@ -1,12 +1,13 @@
 """The About page's live parts: the verdict words, the rules each campaign judges by, the
 bandwidth table, the probation period, and the live false-verdict rate of the controls (rows on a
 backend a campaign's patches do not touch compare identical code, so any "faster" or "slower"
-among them is a false verdict; the method promises at most 5% per chip page)."""
+among them is a false verdict; the method promises at most 5% per group)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from benchhub_protocol.words import DIRECTIONAL, TOO_FEW
 from django.conf import settings
 from django.db.models import Count, F, Q
 from django.http import HttpRequest, HttpResponse
@@ -14,14 +15,14 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from benchhub.results import plausibility
+from benchhub.results.board import GROUP_KEY
 from benchhub.results.campaigns import backend_name, campaign_rules
 from benchhub.results.models import Campaign, LeaderboardCell
 from benchhub.web import wheel
 from benchhub.web.pages import Page
-from benchhub.web.words import ABOUT_VERDICTS, DIRECTIONAL, TOO_FEW, percent, plural
+from benchhub.web.words import ABOUT_VERDICTS, percent, plural
 
-PAGE_FIELDS = ("campaign_id", "chip", "gpu_cores", "model_sha256", "backend")
-PROMISED_PAGE_RATE = 0.05
+PROMISED_GROUP_RATE = 0.05
 
 
 @dataclass(frozen=True)
@@ -34,17 +35,17 @@ class CampaignRules:
 
 @dataclass(frozen=True)
 class ControlRate:
-    """Of the control pages with at least one judged cell (a verdict other than "too few machines"),
+    """Of the control groups with at least one judged cell (a verdict other than "too few machines"),
     how many show any "faster" or "slower"; the same for cells."""
 
-    pages: int
-    false_pages: int
+    groups: int
+    false_groups: int
     cells: int
     false_cells: int
 
     @property
-    def page_rate(self) -> str:
-        return f"{self.false_pages / self.pages:.1%}" if self.pages else "–"
+    def group_rate(self) -> str:
+        return f"{self.false_groups / self.groups:.1%}" if self.groups else "–"
 
     @property
     def cell_rate(self) -> str:
@@ -52,14 +53,14 @@ class ControlRate:
 
     @property
     def within_promise(self) -> bool:
-        return not self.pages or self.false_pages / self.pages <= PROMISED_PAGE_RATE
+        return not self.groups or self.false_groups / self.groups <= PROMISED_GROUP_RATE
 
     @property
     def sentence(self) -> str:
-        if not self.pages:
-            return "No control page has a verdict yet."
+        if not self.groups:
+            return "No control group has a verdict yet."
         return (
-            f"{self.false_pages} of {plural(self.pages, 'control page')} ({self.page_rate}) show a “faster” or "
+            f"{self.false_groups} of {plural(self.groups, 'control group')} ({self.group_rate}) show a “faster” or "
             f"“slower”; per cell, {self.false_cells} of {self.cells} ({self.cell_rate})."
         )
 
@@ -70,11 +71,11 @@ def control_rate() -> ControlRate:
         .exclude(verdict=TOO_FEW)
         .exclude(variant=F("campaign__baseline"))  # the baseline against itself is 1 by construction
     )
-    pages = judged.order_by().values(*PAGE_FIELDS).annotate(false=Count("id", filter=Q(verdict__in=DIRECTIONAL)))
-    listed = list(pages)
+    groups = judged.order_by().values(*GROUP_KEY).annotate(false=Count("id", filter=Q(verdict__in=DIRECTIONAL)))
+    listed = list(groups)
     return ControlRate(
-        pages=len(listed),
-        false_pages=sum(1 for page in listed if page["false"]),
+        groups=len(listed),
+        false_groups=sum(1 for group in listed if group["false"]),
         cells=judged.count(),
         false_cells=judged.filter(verdict__in=DIRECTIONAL).count(),
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from benchhub.readonly_admin import ReadOnlyAdmin
-from benchhub.web.models import ReferenceRow
+from benchhub.results.published import ReferenceRow
 
 
 @admin.register(ReferenceRow)

@@ -12,20 +12,14 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from benchhub.accounts.models import Contributor
+from benchhub.results.board import CellRow, chip_label, current_cell_rows
 from benchhub.results.models import Submission
 from benchhub.web import charts
-from benchhub.web.leaderboard import CellRow, chip_label, pair_text, short_id
+from benchhub.web.choices import CampaignChoice, UnknownFilter, campaign_choices, compared_variant, pick_campaign
+from benchhub.web.leaderboard import pair_text, short_id
 from benchhub.web.pages import Chart, Page, submission_series
 from benchhub.web.series import speedup_series
-from benchhub.web.views import (
-    CampaignChoice,
-    UnknownFilter,
-    campaign_choices,
-    cell_rows,
-    chips_by_slug,
-    compared_variant,
-    pick_campaign,
-)
+from benchhub.web.views import chips_by_slug
 from benchhub.web.words import (
     control_label,
     interval_note,
@@ -56,7 +50,7 @@ def _chip_comparison(
 ) -> tuple[list[Chart], list[CompareLine]]:
     """One chart and one block of lines per model file (by sha256) and backend; a variant that
     follows a ref is compared commit by commit."""
-    both = cell_rows(campaign__slug=campaign.slug, variant=variant, chip__in=[left[0], right[0]])
+    both = current_cell_rows(campaign__slug=campaign.slug, variant=variant, chip__in=[left[0], right[0]])
     cells = [c for c in both if (c.chip, c.gpu_cores) in (left, right)]
     chart_list = []
     lines = []

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Sequence
 
 from benchhub_protocol import markdown
 
+from benchhub.results.board import CellRow, chip_label
 from benchhub.results.models import Measurement
-from benchhub.web.leaderboard import CellRow, chip_label, chip_sort_key, pair_text
+from benchhub.web.leaderboard import chip_sort_key, pair_text
 from benchhub.web.words import control_label, model_names, short_sha, threshold_note
 
 

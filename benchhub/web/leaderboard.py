@@ -1,6 +1,6 @@
-"""Shaping precomputed leaderboard cells into what the pages show: pure functions over rows that
-look like LeaderboardCell / ReferenceRow, so the grouping is tested without a database and a page
-never aggregates raw measurements. The `148.0→209.9 (+42%)` form is the agent's (markdown.py), so
+"""Shaping precomputed cells into the tables a chip page shows, one table per group: pure functions
+over board.CellRow and rows that look like ReferenceRow, so the grouping is tested without a
+database and a page never aggregates raw measurements. The `148.0→209.9 (+42%)` form is the agent's (markdown.py), so
 the site, its Markdown export and the agent print the same numbers."""
 
 from __future__ import annotations
@@ -9,22 +9,25 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from benchhub_protocol.markdown import format_tps
-from django.utils.text import slugify
+from benchhub_protocol.words import DEFAULT_MIN_EFFECT
 
+from benchhub.results.board import CellRow, chip_label, chip_slug
 from benchhub.web.words import (
+    compact_interval,
     control_label,
     effect_text,
     format_change,
     interval_note,
+    legend,
     model_names,
     pending_note,
     plural,
     prediction_note,
     short_sha,
-    verdict_label,
+    verdict_mark,
 )
 
 __all__ = ["format_change", "interval_note", "plural"]  # re-exported for ranking and compare
@@ -32,44 +35,6 @@ __all__ = ["format_change", "interval_note", "plural"]  # re-exported for rankin
 AMORTISATION_FROM, AMORTISATION_TO = 1, 8
 CHIP_GENERATIONS = ("M1", "M2", "M3", "M4", "M5")
 CHIP_TIERS = ("", "Pro", "Max", "Ultra")
-
-
-class CellRow(NamedTuple):
-    """A LeaderboardCell's displayed fields, read with values_list: pages hold hundreds of cells
-    and skip model instances for them."""
-
-    chip: str
-    gpu_cores: int | None
-    model: str
-    model_sha256: str
-    quant: str
-    variant: str
-    batch_size: int
-    baseline_tg_tps: float | None
-    tg_tps: float | None
-    speedup: float | None
-    interval: str | None
-    ci_low: float | None
-    ci_high: float | None
-    verdict: str
-    n_machines: int
-    n_submissions: int
-    n_contributors: int
-    excluded: dict[str, int]
-    commit: str = ""
-    backend: str = ""
-    predict_low: float | None = None
-    predict_high: float | None = None
-    predict_level: float | None = None
-    min_effect: float = 0.02
-    control: bool = False
-    n_pending: int = 0
-    tau: float | None = None
-    i2: float | None = None
-
-    @property
-    def verdict_text(self) -> str:
-        return verdict_label(self.verdict, self.min_effect)
 
 
 class ReferenceLike(Protocol):
@@ -103,21 +68,14 @@ def human_count(value: int | None) -> str:
     return str(value)
 
 
-def chip_label(chip: str, gpu_cores: int | None) -> str:
-    return f"{chip} ({gpu_cores}-core GPU)" if gpu_cores else chip
-
-
-def chip_slug(chip: str, gpu_cores: int | None) -> str:
-    return slugify(f"{chip} {gpu_cores}c") if gpu_cores else slugify(chip)
-
-
 @dataclass(frozen=True)
 class CellView:
     batch_size: int
-    text: str
-    details: tuple[str, ...]  # small print under the number: machines and interval, verdict, exclusions
+    text: str  # `148.0→209.9 (+42%)`
+    details: tuple[str, ...]  # small print under it: the compact interval, the verdict, pending, exclusions
     state: str  # "measured", "excluded" or "empty"
-    counts: str = ""  # submissions and contributors, on hover: the small print stays two lines
+    full: str = ""  # the whole wording, one sentence a line: the cell's tooltip
+    verdict: str = ""  # the verdict word: the mark's class
 
 
 EXCLUSION_LABELS = {
@@ -152,14 +110,23 @@ def cell_view(cell: CellRow | None, batch_size: int) -> CellView:
     pending = tuple(note for note in (pending_note(cell.n_pending),) if note)
     if cell.n_machines == 0:
         return CellView(batch_size, "pending" if pending else "excluded", (*pending, *excluded), "excluded")
-    notes = (
+    sentences = (
         interval_note(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines),
         prediction_note(cell.predict_low, cell.predict_high, cell.predict_level, cell.tau, cell.i2),
         cell.verdict_text,
+        f"{plural(cell.n_submissions, 'submission')}, {plural(cell.n_contributors, 'contributor')}",
+        *pending,
+        *excluded,
     )
     text = pair_text(cell.baseline_tg_tps, cell.tg_tps, cell.speedup, cell.verdict)
-    counts = f"{plural(cell.n_submissions, 'submission')}, {plural(cell.n_contributors, 'contributor')}"
-    return CellView(batch_size, text, (*(n for n in notes if n), *pending, *excluded), "measured", counts)
+    details = (
+        compact_interval(cell.interval, cell.ci_low, cell.ci_high, cell.n_machines),
+        verdict_mark(cell.verdict, cell.min_effect),
+        *pending,
+        *excluded,
+    )
+    full = "\n".join(sentence for sentence in sentences if sentence)
+    return CellView(batch_size, text, details, "measured", full, cell.verdict)
 
 
 @dataclass(frozen=True)
@@ -184,7 +151,7 @@ class ReferenceTable:
 
 
 class ChipNamed:
-    """A chip page's name and URL slug, for anything that carries a chip and its GPU core count."""
+    """A chip's name and its page's URL slug, for anything that carries a chip and its GPU core count."""
 
     chip: str
     gpu_cores: int | None
@@ -199,7 +166,9 @@ class ChipNamed:
 
 
 @dataclass
-class ChipQuantGroup(ChipNamed):
+class GroupTable(ChipNamed):
+    """One group's table on a chip page (board.Group: one campaign, chip, GPU cores, model file, backend)."""
+
     chip: str
     gpu_cores: int | None
     quant: str
@@ -210,13 +179,17 @@ class ChipQuantGroup(ChipNamed):
     model_sha256: str = ""
     backend: str = ""
     control: bool = False
-    min_effect: float = 0.02
+    min_effect: float = DEFAULT_MIN_EFFECT
     demo: bool = False  # demo submissions made these rows
     excluded: str = ""  # why no machine counts, when none does
 
     @property
     def control_label(self) -> str:
         return control_label(self.backend) if self.control else ""
+
+    @property
+    def legend(self) -> str:
+        return legend(self.min_effect)
 
 
 def amortisation(by_batch: dict[int, float | None]) -> str:
@@ -303,7 +276,7 @@ def build_board(
     baseline: str,
     declared: Sequence[str],
     followers: Iterable[str] = (),
-) -> list[ChipQuantGroup]:
+) -> list[GroupTable]:
     """One group per (chip, GPU cores, model file, backend) holding crowd rows; published rows of the
     same chip and quant sit in the group as separate reference tables, and chips known only from
     published rows get a group of their own with no crowd rows. Groups of a backend the patches do
@@ -316,7 +289,7 @@ def build_board(
     for ref in references:
         refs_by_chip_quant[(ref.chip, ref.quant)].append(ref)
 
-    groups: list[ChipQuantGroup] = []
+    groups: list[GroupTable] = []
     covered = set()
     for (chip, cores, sha256, backend), group_cells in crowd.items():
         first = group_cells[0]
@@ -325,7 +298,7 @@ def build_board(
         if not first.control:
             covered.add((chip, first.quant))
         batch_sizes = sorted({c.batch_size for c in group_cells} | {r.batch_size for r in refs})
-        group = ChipQuantGroup(
+        group = GroupTable(
             chip,
             cores or None,
             first.quant,
@@ -343,7 +316,7 @@ def build_board(
         if (chip, quant) not in covered:
             batch_sizes = sorted({r.batch_size for r in refs})
             groups.append(
-                ChipQuantGroup(
+                GroupTable(
                     chip,
                     refs[0].gpu_cores,
                     quant,

@@ -15,11 +15,12 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from benchhub.results import flags, storage, versions
+from benchhub.results.board import chip_label, chip_slug
 from benchhub.results.campaigns import campaign_rules, variant_descriptions
 from benchhub.results.models import Measurement, Submission, SweepRun
 from benchhub.web import charts, exports
 from benchhub.web.charts import Point, Series
-from benchhub.web.leaderboard import chip_label, chip_slug, format_change, format_tps, short_id
+from benchhub.web.leaderboard import format_change, format_tps, short_id
 from benchhub.web.provenance import demo_note
 
 PAGE_SIZE = 50

@@ -9,9 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchhub.results.board import CellRow
 from benchhub.results.campaigns import backend_name
 from benchhub.results.models import Submission
-from benchhub.web.leaderboard import EXCLUSION_LABELS, CellRow, ChipQuantGroup
+from benchhub.web.leaderboard import EXCLUSION_LABELS, GroupTable
 from benchhub.web.ranking import RankLine
 
 LineKey = tuple[str, int, str]  # chip, GPU cores (0 when unknown), model sha256
@@ -68,7 +69,7 @@ class Provenance:
         ]
 
     def mark_groups(
-        self, groups: Iterable[ChipQuantGroup], cells: Sequence[CellRow], baseline: str, patched: Iterable[str]
+        self, groups: Iterable[GroupTable], cells: Sequence[CellRow], baseline: str, patched: Iterable[str]
     ) -> None:
         """A chip page's tables with their demo mark and exclusion reason (published-only ones have none)."""
         patched = tuple(patched)

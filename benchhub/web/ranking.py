@@ -2,7 +2,7 @@
 the headline figure, the geometric-mean speedup over the speculative-decoding batch sizes 2–8
 (about.html defines it), ordered by evidence (words.evidence_key), never by the point estimate.
 Lines measured on a backend the patches do not touch are controls, kept apart. Pure functions over
-CellRow and published rows, like leaderboard.py."""
+board.CellRow, board.HeadlineRow and published rows, like leaderboard.py."""
 
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import geometric_mean
-from typing import NamedTuple
 
-from benchhub_protocol import stats
+from benchhub_protocol.words import DIRECTIONAL, TOO_FEW, headline_sizes, in_headline
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from benchhub.web.leaderboard import CellRow, ChipNamed, ReferenceLike, chip_sort_key
+from benchhub.results.board import CellRow, HeadlineRow
+from benchhub.web.leaderboard import ChipNamed, ReferenceLike, chip_sort_key
 from benchhub.web.words import (
-    DIRECTIONAL,
-    TOO_FEW,
+    compact_interval,
     control_label,
     effect_text,
     evidence_key,
@@ -32,111 +31,81 @@ from benchhub.web.words import (
     verdict_label,
 )
 
-HEADLINE_FROM, HEADLINE_TO = 2, 8  # what a speculative-decoding verify step runs (docs/campaigns.md)
-
-
-class HeadlineRow(NamedTuple):
-    """A stored results.models.Headline: per machine the geometric mean over the campaign's BS 2–8,
-    then the typical machine's figure with its interval, prediction and verdict (stats.page_stats)."""
-
-    chip: str
-    gpu_cores: int | None
-    model_sha256: str
-    variant: str
-    batch_sizes: list[int]
-    speedup: float | None
-    interval: str | None
-    ci_low: float | None
-    ci_high: float | None
-    n_machines: int
-    verdict: str = TOO_FEW
-    backend: str = ""
-    commit: str = ""
-    control: bool = False
-    predict_low: float | None = None
-    predict_high: float | None = None
-    predict_level: float | None = None
-    tau: float | None = None
-    i2: float | None = None
-
 
 @dataclass(frozen=True)
-class LineFigure:
-    """The geometric-mean speedup over BS 2–8 of a line: for crowd lines the typical machine's
-    figure over each machine's geometric mean, with its interval; for published lines the geometric mean of
-    the published speedups, with none."""
+class ShownHeadline:
+    """A headline as a ranking line shows it: the stored row (board.HeadlineRow) in words. For
+    crowd lines the typical machine's figure over each machine's geometric mean, with its interval;
+    for published lines the geometric mean of the published speedups, with none."""
 
-    speedup: float
-    low: float | None
-    high: float | None
-    interval: str | None
-    n_machines: int
-    batch_sizes: tuple[int, ...]
-    verdict: str = ""
-    predict_low: float | None = None
-    predict_high: float | None = None
-    predict_level: float | None = None
-    tau: float | None = None
-    i2: float | None = None
+    row: HeadlineRow
+
+    @property
+    def speedup(self) -> float:
+        return self.row.speedup or 1.0  # a headline without a figure is never shown
+
+    @property
+    def interval(self) -> str | None:
+        return self.row.interval
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return self.row.batch_sizes
+
+    @property
+    def n_machines(self) -> int:
+        return self.row.n_machines
 
     @property
     def text(self) -> str:
-        return effect_text(self.speedup, self.verdict)
+        return effect_text(self.row.speedup, self.row.verdict)
 
     @property
     def established(self) -> bool:
         """Only a "faster" or "slower" verdict presents the change as shown (in bold)."""
-        return self.verdict in DIRECTIONAL
+        return self.row.verdict in DIRECTIONAL
 
     @property
     def note(self) -> str:
-        return interval_note(self.interval, self.low, self.high, self.n_machines)
+        return interval_note(self.row.interval, self.row.ci_low, self.row.ci_high, self.row.n_machines)
 
     @property
     def prediction(self) -> str:
-        return prediction_note(self.predict_low, self.predict_high, self.predict_level, self.tau, self.i2)
+        row = self.row
+        return prediction_note(row.predict_low, row.predict_high, row.predict_level, row.tau, row.i2)
+
+    @property
+    def compact(self) -> str:
+        """Under the figure: its interval as changes in % ("+10…+13"); the machines column counts them."""
+        return compact_interval(self.row.interval, self.row.ci_low, self.row.ci_high)
+
+    @property
+    def full(self) -> str:
+        """The whole wording, one sentence a line: the figure's tooltip."""
+        return "\n".join(sentence for sentence in (self.note, self.prediction) if sentence)
 
 
-def headline(points: Iterable[tuple[int, float]]) -> LineFigure | None:
+def headline(points: Iterable[tuple[int, float]]) -> ShownHeadline | None:
     """A published line's headline: the geometric mean of its speedups at BS 2–8 (no interval)."""
-    used = sorted((bs, value) for bs, value in points if HEADLINE_FROM <= bs <= HEADLINE_TO)
+    used = sorted((bs, value) for bs, value in points if in_headline(bs))
     if not used:
         return None
-    return LineFigure(geometric_mean(value for _, value in used), None, None, None, 0, tuple(bs for bs, _ in used))
+    figure = geometric_mean(value for _, value in used)
+    return ShownHeadline(HeadlineRow("", None, "", "", tuple(bs for bs, _ in used), figure, None, None, None, 0, ""))
 
 
-def stored_headline(row: HeadlineRow | None) -> LineFigure | None:
-    if row is None or row.speedup is None:
-        return None
-    return LineFigure(
-        row.speedup,
-        row.ci_low,
-        row.ci_high,
-        row.interval,
-        row.n_machines,
-        tuple(row.batch_sizes),
-        row.verdict,
-        row.predict_low,
-        row.predict_high,
-        row.predict_level,
-        row.tau,
-        row.i2,
-    )
-
-
-def as_stats(row: HeadlineRow) -> stats.HeadlineStats:
-    """A stored headline as the shared rules read it (evidence_key)."""
-    return stats.HeadlineStats(**{name: getattr(row, name) for name in stats.HeadlineStats.__dataclass_fields__})
+def shown_headline(row: HeadlineRow | None) -> ShownHeadline | None:
+    return None if row is None or row.speedup is None else ShownHeadline(row)
 
 
 def verdict_summary(cells: Sequence[CellRow]) -> str:
     """One verdict when BS 2–8 agree, else each verdict with the batch sizes that have it."""
     by_verdict: dict[str, list[int]] = defaultdict(list)
     for cell in sorted(cells, key=lambda c: c.batch_size):
-        if HEADLINE_FROM <= cell.batch_size <= HEADLINE_TO and cell.n_machines:
+        if in_headline(cell.batch_size) and cell.n_machines:
             by_verdict[cell.verdict_text].append(cell.batch_size)
     if len(by_verdict) <= 1:
-        return next(iter(by_verdict), "too few machines")
+        return next(iter(by_verdict), TOO_FEW)
     return "; ".join(f"{verdict} at BS{', BS'.join(map(str, sizes))}" for verdict, sizes in by_verdict.items())
 
 
@@ -146,7 +115,7 @@ class RankLine(ChipNamed):
     gpu_cores: int | None
     model: str
     quant: str
-    headline: LineFigure | None
+    headline: ShownHeadline | None
     verdict: str
     curve: tuple[tuple[int, float], ...]  # (batch size, speedup) for the sparkline
     reference: bool = False  # a published row: not signed, never part of crowd medians
@@ -213,7 +182,7 @@ def rank(
         (h.chip, h.gpu_cores or 0, h.model_sha256, h.backend, h.commit): h for h in headlines if h.variant == variant
     }
     sizes = {c.batch_size for c in cells} | {r.batch_size for r in references}
-    expected = tuple(sorted(bs for bs in sizes if HEADLINE_FROM <= bs <= HEADLINE_TO))
+    expected = tuple(headline_sizes(sizes))
     crowd: dict[LineKey, list[CellRow]] = defaultdict(list)
     for cell in cells:
         if cell.variant == variant:
@@ -225,7 +194,7 @@ def rank(
         chip, cores, sha256, backend, commit = key
         curve = tuple(sorted((c.batch_size, c.speedup) for c in group if c.n_machines and c.speedup is not None))
         row = stored.get(key)
-        found = stored_headline(row)
+        found = shown_headline(row)
         lines.append(
             RankLine(
                 chip,
@@ -233,7 +202,7 @@ def rank(
                 names[sha256],
                 group[0].quant,
                 found,
-                verdict_label(found.verdict, group[0].min_effect) if found else verdict_summary(group),
+                verdict_label(found.row.verdict, group[0].min_effect) if found else verdict_summary(group),
                 curve,
                 expected=expected,
                 model_sha256=sha256,
@@ -242,7 +211,7 @@ def rank(
                 control=group[0].control,
                 n_machines=max(c.n_machines for c in group),
                 n_pending=max(c.n_pending for c in group),
-                evidence=tuple(evidence_key(as_stats(row))) if row is not None and found else (99,),
+                evidence=tuple(evidence_key(row)) if row is not None and found else (99,),
             )
         )
     published: dict[tuple[str, str], list[ReferenceLike]] = defaultdict(list)
@@ -291,7 +260,7 @@ def sparkline(curve: Sequence[tuple[int, float]], batch_sizes: Sequence[int], lo
     def y(value: float) -> str:
         return f"{SPARK_PAD + (high - value) / span * (SPARK_H - 2 * SPARK_PAD):.1f}"
 
-    band = [column[bs] for bs in batch_sizes if HEADLINE_FROM <= bs <= HEADLINE_TO]
+    band = [column[bs] for bs in batch_sizes if in_headline(bs)]
     # format_html escapes its arguments into strings, so numbers arrive formatted.
     placed = [(f"{column[bs]:.1f}", y(value)) for bs, value in curve if bs in column]
     dots = format_html_join("", '<circle cx="{}" cy="{}" r="1.8"></circle>', placed)

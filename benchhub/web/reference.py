@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from benchhub.web.models import ReferenceRow
+from benchhub.results.published import ReferenceRow
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "reference_rows.json"
 TEXT_FIELDS = ("campaign", "chip", "machine", "model", "quant", "baseline", "variant", "source")

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from benchhub.results.board import CellRow, chip_label
 from benchhub.web.charts import Point, Series
-from benchhub.web.leaderboard import CellRow, ReferenceLike, chip_label, chip_sort_key
+from benchhub.web.leaderboard import ReferenceLike, chip_sort_key
 from benchhub.web.words import is_confidence, short_sha
 
 

@@ -1,8 +1,8 @@
-"""The words and numbers a reader sees for a cell or a headline (docs/protocol.md section 5.1, cells
+"""The words and numbers a reader sees for a cell or a headline (docs/protocol.md section 7, cells
 version 4), in one place for the pages: the verdict words, the effect and range formats, the
-interval's and the prediction's labels, and the ranking's order by evidence. The rules themselves
-are the shared package's (benchhub_protocol.stats and .markdown), so the agent, the Markdown export
-and the pages print the same."""
+interval's and the prediction's labels, and the ranking's order by evidence. The rules and the verdict
+words themselves are the shared package's (benchhub_protocol.stats, .words and .markdown), so the
+agent, the Markdown export and the pages print the same."""
 
 from __future__ import annotations
 
@@ -10,23 +10,22 @@ import math
 from collections.abc import Sequence
 
 from benchhub_protocol import markdown, stats
+from benchhub_protocol import words as protocol_words
+from benchhub_protocol.words import TOO_FEW, VARIES, VERDICT_MARKS, VERDICTS
 
 from benchhub.results.campaigns import backend_name
 
-FASTER, SLOWER, WITHIN, UNCLEAR, TOO_FEW = "faster", "slower", "within", "unclear", "too few machines"
-VARIES = "varies by machine"  # the machines' own changes spread beyond ±min_effect on both sides
-DIRECTIONAL = (FASTER, SLOWER)
 RANGE = "range"  # the interval word for the lowest to the highest machine: no confidence claimed
 
 
 def percent(fraction: float) -> str:
-    """0.02 -> "2%", 0.015 -> "1.5%": a campaign's threshold as written in its manifest."""
+    """0.05 -> "5%", 0.015 -> "1.5%": a campaign's threshold as written in its manifest."""
     return f"{round(fraction * 100, 2):g}%"
 
 
 verdict_label = stats.verdict_label  # "within" names its threshold: "within ±2%"
 evidence_key = stats.evidence_key  # the ranking's order: what the data support, not the point estimate
-ABOUT_VERDICTS: str = stats.ABOUT_VERDICTS  # the About page's five sentences
+ABOUT_VERDICTS: str = protocol_words.ABOUT_VERDICTS  # the About page's five sentences
 
 format_change = markdown.format_change  # "+42%", "+0.4%" under 1%, "±0.0%" only for a change under 0.05%
 format_interval = markdown.format_interval  # "+3% to +9%"; once when both ends print the same
@@ -41,6 +40,39 @@ def effect_text(speedup: float | None, verdict: str = "") -> str:
         digits = next((d for d in range(2, 9) if round(abs(change), d)), 9)
         text = f"{'+' if change > 0 else '−'}{abs(change):.{digits}f}%"
     return text
+
+
+def compact_interval(interval: str | None, low: float | None, high: float | None, n_machines: int | None = None) -> str:
+    """A table cell's second line: "+10…+13 · n=3", the interval's ends as changes in percent and
+    the machines it stands on (left out where a column beside it counts them); a range says so
+    ("range −1…+4 · n=2"). The legend under the table and the cell's tooltip (interval_note) give the
+    whole wording."""
+    parts = [] if n_machines is None else [f"n={n_machines}"]
+    if low is not None and high is not None and interval is not None:
+        ends = [format_change(value).removesuffix("%") for value in (low, high)]
+        span = ends[0] if ends[0] == ends[1] else "…".join(ends)
+        parts.insert(0, f"{RANGE} {span}" if interval == RANGE else span)
+    return " · ".join(parts)
+
+
+SHORT_VERDICTS = {VARIES: "varies", TOO_FEW: "too few"}  # in a compact cell; its tooltip says it whole
+
+
+def verdict_mark(verdict: str, min_effect: float) -> str:
+    """The verdict with its mark, as a compact cell shows it: "▲ faster", "≈ within ±2%", "· too few"."""
+    word = SHORT_VERDICTS.get(verdict) or verdict_label(verdict, min_effect)
+    return f"{VERDICT_MARKS.get(verdict, '')} {word}".strip()
+
+
+def legend(min_effect: float) -> str:
+    """Said once under each table of compact cells: what the parts of a cell are."""
+    marks = ", ".join(f"{VERDICT_MARKS[word]} {verdict_label(word, min_effect)}" for word in VERDICTS)
+    return (
+        "Each cell: baseline → variant decode t/s (change). Under it, the interval for the typical machine "
+        "(95%, holding for every interval of its group at once; “range”: lowest to highest machine) as changes "
+        f"in %, with n machines; then the verdict: {marks}. Hover or tap a cell for the whole wording and "
+        "what your Mac will likely see."
+    )
 
 
 def plural(count: int, noun: str) -> str:

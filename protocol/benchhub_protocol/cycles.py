@@ -1,4 +1,4 @@
-"""One submission, one estimate, over whole rotation cycles (docs/protocol.md section 5.1, cells v4).
+"""One submission, one estimate, over whole rotation cycles (docs/protocol.md section 7, cells v4).
 
 A round is the runs that share a `rep`. A cycle is a run of consecutive rounds (k of them for k
 variants) in which every variant took every position once: over a cycle a slowdown tied to a position

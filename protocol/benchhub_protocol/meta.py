@@ -1,4 +1,4 @@
-"""Machines combined as studies are in a meta-analysis (docs/protocol.md section 5.1, cells v4).
+"""Machines combined as studies are in a meta-analysis (docs/protocol.md section 7, cells v4).
 
 Each submission brings its estimate over whole cycles with its own standard error
 (benchhub_protocol.cycles). A machine (a signing key) combines its submissions into one value with

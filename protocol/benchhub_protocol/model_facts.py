@@ -1,4 +1,4 @@
-"""What a payload says of its model file, checked against itself (docs/protocol.md section 5.1,
+"""What a payload says of its model file, checked against itself (docs/protocol.md section 7,
 model identity), and the bytes one decode step reads. The agent reads these facts from the GGUF
 header; the service refuses a payload whose facts contradict each other (400, naming the field)."""
 

@@ -28,9 +28,9 @@ from benchhub_protocol.cycles import (
     whole_cycles,
 )
 from benchhub_protocol.cycles import balanced_spread as _balanced_spread
+from benchhub_protocol.words import DEFAULT_MIN_EFFECT
 
-# A campaign's smallest effect worth reporting, where it states none (docs/protocol.md section 6).
-DEFAULT_MIN_EFFECT = 0.02
+__all__ = ["DEFAULT_MIN_EFFECT"]  # the agent reads it from here
 TARGET_SHARE_OF_MIN_EFFECT = 0.5  # the sweep aims for a half-width of min_effect / 2 in its median cell
 HALF_WIDTH_TARGET = DEFAULT_MIN_EFFECT * TARGET_SHARE_OF_MIN_EFFECT  # ±1% at the default min_effect
 # Per-process SD of log decode speed above which a machine's spread is "high": one H200 measured 1.8-3.0%
@@ -47,22 +47,6 @@ MIN_ROUNDS = 2  # one round has no spread to speak of: it is never a standard ru
 MAX_ROUNDS = 60
 STOP_ALPHA = 0.05  # each cell's interval holds at every look together, 95% (see `look_level`)
 DEFAULT_MAX_SECONDS = 15 * 60  # of sweep, where the campaign states no `max_seconds`
-
-# Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (scipy.stats.t.ppf(0.975, df)).
-_T975 = (
-    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
-    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
-    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
-)  # fmt: skip
-_Z975 = 1.959964
-
-
-def t_quantile(df: int) -> float:
-    """The 97.5% quantile of Student's t; beyond the table, the Cornish-Fisher expansion (error < 1e-4)."""
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = _Z975
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def round_ratios(runs: list[dict[str, Any]], variant: str, baseline: str, batch_size: int) -> list[float]:
@@ -87,7 +71,7 @@ def ratio_interval(ratios: Sequence[float]) -> tuple[float, float] | None:
         return None
     logs = [math.log(ratio) for ratio in ratios]
     centre = statistics.fmean(logs)
-    margin = t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    margin = _quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     return math.exp(centre - margin), math.exp(centre + margin)
 
 
@@ -121,7 +105,7 @@ def _interval(
 ) -> CellEstimate:
     # Run-to-run variation: what one run cannot see of the next, added in quadrature. With n_tests > 1 the
     # level is Bonferroni-adjusted so that all n_tests intervals of a sweep hold together 95% of the time.
-    quantile = t_quantile(df) if n_tests <= 1 else stats.t_quantile(1 - 0.025 / n_tests, df)
+    quantile = _quantile(1 - 0.025 / max(n_tests, 1), df)
     margin = quantile * math.sqrt(standard_error**2 + RUN_TO_RUN_SD**2)
     return CellEstimate(n_rounds, math.exp(centre), math.exp(centre - margin), math.exp(centre + margin), spread)
 

@@ -1,4 +1,4 @@
-"""Pure statistics for the leaderboard (no ORM, no Django): docs/protocol.md section 5.1, cells version 4.
+"""Pure statistics for the leaderboard (no ORM, no Django): docs/protocol.md section 7, cells version 4.
 
 A submission's estimate in a cell is over whole rotation cycles, with its own standard error
 (benchhub_protocol.cycles). A machine is a signing key; it combines its submissions, and a cell
@@ -24,14 +24,14 @@ import math
 import sys
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from benchhub_protocol import meta
 from benchhub_protocol.distributions import normal_quantile, t_quantile
+from benchhub_protocol.words import FASTER, SLOWER, TOO_FEW, UNCLEAR, VARIES, VERDICTS, WITHIN
 
-__all__ = ["t_quantile"]  # the agent's page-wise intervals (rounds.py) read it from here
+__all__ = ["VERDICTS", "t_quantile"]  # the agent's page-wise intervals (rounds.py) read it from here
 
-VERDICTS = ("faster", "slower", "varies by machine", "within", "unclear", "too few machines")
 CONFIDENCE = 0.95  # page-wise: every interval of a page holds at once with this probability
 INTERVAL_LABEL = "95%, page-wise"
 PREDICT_LEVEL = 0.8  # where one more machine falls, per cell
@@ -45,24 +45,6 @@ MIN_MACHINES = 3
 EFFECT_FLOOR = 0.001
 # "faster" needs the page-wise interval clear of this share of the smallest effect (and "slower" alike).
 CLEAR_SHARE = 0.5
-
-ABOUT_VERDICTS = (
-    "Each cell compares a patched build with the baseline on the same machine, and its number is "
-    "the typical machine's change: machines are combined as the studies of a meta-analysis, each weighted "
-    "by its own precision, where a machine is one signing key. "
-    "The interval beside it is 95% page-wise: all the intervals on one chip page hold together 95% of "
-    'the time, so identical code shows a "faster" or "slower" somewhere on the page at most 5% of the time. '
-    '"faster" or "slower" means that interval excludes no change, the change itself is at least the '
-    "campaign's smallest effect worth reporting (2% unless the campaign says otherwise), and the machines "
-    'agree on it; "varies by machine" means the machines\' own changes differ so much that some gain and '
-    'others lose more than that threshold; "within ±2%" means both the interval and the range of new '
-    "machines lie inside that threshold, so no machine is likely to see a change that matters. "
-    '"unclear" means none of these holds yet and more machines would settle it, and "too few machines" means '
-    "fewer than 3 machines, too few for an interval at all. "
-    'The range labelled "what your Mac will likely see" is another thing: it is where 80% of new machines '
-    "of that chip will land, running the campaign's default sweep, wider than the interval because "
-    "machines differ from one another and each measures with its own noise."
-)
 
 
 def median(values: Sequence[float]) -> float:
@@ -178,7 +160,7 @@ def decide(
     range and whether the machines' true effects spread beyond the threshold on both sides."""
     threshold = max(min_effect, EFFECT_FLOOR)
     if varies:
-        return "varies by machine"
+        return VARIES
     # Clear of half the threshold, not of no change: a true change of half the smallest effect then
     # reads "faster" on at most 5% of pages, whatever the number of machines.
     clear = threshold * CLEAR_SHARE
@@ -186,13 +168,13 @@ def decide(
     agree_up = predict is None or predict[0] >= 1.0 - threshold
     agree_down = predict is None or predict[1] <= 1.0 + threshold
     if low > 1.0 + clear and speedup >= 1.0 + threshold and agree_up:
-        return "faster"
+        return FASTER
     if high < 1.0 - clear and speedup <= 1.0 - threshold and agree_down:
-        return "slower"
+        return SLOWER
     inside = [low, high] if predict is None else [low, high, *predict]
     if all(1.0 - threshold <= bound <= 1.0 + threshold for bound in inside):
-        return "within"
-    return "unclear"
+        return WITHIN
+    return UNCLEAR
 
 
 def spread_beyond(found: meta.Pooled, min_effect: float, n_tests: int) -> bool:
@@ -220,11 +202,11 @@ class _Judged:
 
 def _judge(machines: meta.Machines, n_tests: int, min_effect: float, predict_cycles: int) -> _Judged:
     if not machines:
-        return _Judged(None, None, None, None, None, None, None, None, None, "too few machines")
+        return _Judged(None, None, None, None, None, None, None, None, None, TOO_FEW)
     found = meta.pool(machines)
     speedup = math.exp(found.mean)
     if found.k < MIN_MACHINES:
-        return _Judged(speedup, None, None, None, None, None, None, None, None, "too few machines")
+        return _Judged(speedup, None, None, None, None, None, None, None, None, TOO_FEW)
     low, high = (math.exp(bound) for bound in meta.confidence_bounds(found, 1.0 - (1.0 - CONFIDENCE) / n_tests))
     predict_low, predict_high = (
         math.exp(bound) for bound in meta.prediction_bounds(found, PREDICT_LEVEL, predict_cycles)
@@ -456,7 +438,7 @@ def page_stats(
 
 def verdict_label(verdict: str, min_effect: float) -> str:
     """The verdict as pages write it: "within" names its threshold ("within ±2%")."""
-    if verdict != "within":
+    if verdict != WITHIN:
         return verdict
     percent = max(min_effect, EFFECT_FLOOR) * 100
     text = f"{percent:.0f}" if abs(percent - round(percent)) < 1e-9 else f"{percent:.1f}"
@@ -464,16 +446,27 @@ def verdict_label(verdict: str, min_effect: float) -> str:
 
 
 _EVIDENCE_ORDER = {
-    "faster": 0,
-    "unclear": 1,
-    "varies by machine": 2,
-    "within": 3,
-    "slower": 4,
-    "too few machines": 5,
+    FASTER: 0,
+    UNCLEAR: 1,
+    VARIES: 2,
+    WITHIN: 3,
+    SLOWER: 4,
+    TOO_FEW: 5,
 }
 
 
-def evidence_key(h: HeadlineStats) -> tuple[int, float, int]:
+class Judged(Protocol):
+    """What the ranking's order reads of a headline: a HeadlineStats, or a stored headline read back."""
+
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def ci_low(self) -> float | None: ...
+    @property
+    def n_machines(self) -> int: ...
+
+
+def evidence_key(h: Judged) -> tuple[int, float, int]:
     """Sort key (ascending) for the ranking, by what the data support: established gains first,
     then unclear lines, lines whose machines disagree, within and slower lines, lines without an
     interval last; inside each group the higher lower bound of the page-wise interval first (the

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from benchhub.accounts.models import PublicKey
 from benchhub.results import cells
-from benchhub.web.views import campaign_choices, model_choices
+from benchhub.web.choices import campaign_choices, model_choices
 from tests.attacks.conftest import Attacker, fresh_key
 from tests.conftest import build_payload
 

@@ -3,14 +3,14 @@
 A quote is marked where it stands: the value, then `<!-- = EXPR -->`, an HTML comment that
 Markdown does not show. EXPR is a Python expression over the names in NAMES; the word just before
 the marker must equal its value. `120/hour<!-- = default("BENCHHUB_THROTTLE_ADDRESS") -->` reads
-the default of that setting in benchhub/settings.py; `30<!-- = rounds.MAX_ROUNDS -->` a constant.
+the default of that variable in benchhub/environment.py (the production one: the suite runs with
+DEBUG on); `30<!-- = rounds.MAX_ROUNDS -->` a constant.
 A word is compared as a number where it reads as one (`1,048,576`, `2%` is 0.02, `1e-9`), else as
 text, backticks and trailing punctuation aside. Change a constant and the doc quoting it goes red.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from pathlib import Path
@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from benchhub_agent import sweep
 from benchhub_agent.errors import ExitCode
-from benchhub_protocol import envelope, meta, rounds, schema, stats
+from benchhub_protocol import envelope, meta, rounds, schema, stats, words
 
+from benchhub import environment
 from benchhub.api import snapshot
 from benchhub.results import campaigns, claims, copies, plausibility
 from tests.recompute.builder import load_script
@@ -28,37 +29,17 @@ from tests.recompute.builder import load_script
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md", ROOT / "agent" / "README.md"])
 MARKER = re.compile(r"(\S*?)\s*<!-- = (.+?) -->")
-SETTINGS = ROOT / "benchhub" / "settings.py"
-
-
-def default(name: str, *, debug: bool = False) -> Any:
-    """The value a setting takes when its environment variable is unset, read from settings.py
-    (the suite itself runs with DEBUG on and its own throttles, so the live settings would lie)."""
-    for node in ast.walk(ast.parse(SETTINGS.read_text())):
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id == name
-            and isinstance(call := node.value, ast.Call)
-        ):
-            wrapper = call.func.id if isinstance(call.func, ast.Name) else None
-            lookup = call.args[0] if wrapper else call
-            assert isinstance(lookup, ast.Call) and len(lookup.args) == 2, (
-                f"{name} is not os.environ.get(NAME, default)"
-            )
-            value = eval(compile(ast.Expression(lookup.args[1]), str(SETTINGS), "eval"), {"DEBUG": debug, "str": str})
-            return {"int": int, "float": float}[wrapper](value) if wrapper else value
-    raise AssertionError(f"no setting {name} in benchhub/settings.py")
 
 
 NAMES: dict[str, Any] = {
     "recompute": load_script(),  # scripts/recompute_cells.py
-    "default": default,
+    "default": environment.default,
     "envelope": envelope,
     "rounds": rounds,
     "schema": schema,
     "stats": stats,
     "meta": meta,
+    "words": words,
     "ExitCode": ExitCode,
     "sweep": sweep,
     "campaigns": campaigns,
@@ -123,6 +104,6 @@ def test_it_goes_red_when_a_constant_changes(tmp_path: Path, monkeypatch: pytest
 
 
 def test_it_reads_the_production_default_not_the_suites() -> None:
-    assert default("BENCHHUB_KEY_PROBATION_S") == 86400
-    assert default("BENCHHUB_KEY_PROBATION_S", debug=True) == 0
-    assert default("BENCHHUB_THROTTLE_READ") == "120/minute"
+    assert environment.default("BENCHHUB_KEY_PROBATION_S") == 86400
+    assert environment.default("BENCHHUB_KEY_PROBATION_S", debug=True) == 0
+    assert environment.default("BENCHHUB_THROTTLE_READ") == "120/minute"

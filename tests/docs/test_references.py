@@ -1,7 +1,7 @@
 """Every file the repository's prose names is in the repository: no reference dangles.
 
 A reference is a path-like word ending in a file extension (`docs/protocol.md`, `results/ingest.py`),
-read from Markdown files and from the comments and docstrings of Python files. It resolves when a
+read from Markdown files and templates and from the comments and docstrings of Python files. It resolves when a
 tracked file has that path, relative to the referring file or to the root, or ends with it
 (`results/ingest.py` is `benchhub/results/ingest.py`).
 A Python string is prose when it is triple-quoted or holds a space; a lone file name in code is data.
@@ -115,7 +115,7 @@ def dangling(root: Path) -> list[tuple[str, int, str]]:
     files = set(tracked_files(root))
     found = []
     for path in sorted(files):
-        if not path.endswith((".md", ".py")):
+        if not path.endswith((".md", ".py", ".html")):
             continue
         text = (root / path).read_text(encoding="utf-8", errors="replace")
         for number, reference in references(path, text):

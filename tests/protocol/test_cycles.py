@@ -1,4 +1,4 @@
-"""Whole rotation cycles (docs/protocol.md section 5.1): which rounds count, and the median over cycles."""
+"""Whole rotation cycles (docs/protocol.md section 7): which rounds count, and the median over cycles."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""stats.py: the pure statistics of docs/protocol.md section 5.1 (cells version 4), checked against closed
+"""stats.py: the pure statistics of docs/protocol.md section 7 (cells version 4), checked against closed
 forms and hand computations. The simulation of their error rates is tests/protocol/test_validity.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 import statistics
 
 import pytest
-from benchhub_protocol import cycles, meta, stats
+from benchhub_protocol import cycles, meta, stats, words
 
 
 def test_it_takes_medians_of_odd_and_even_counts() -> None:
@@ -216,7 +216,7 @@ def test_the_ranking_orders_by_verdict_then_by_the_guaranteed_bound_not_the_esti
 
 
 def test_the_about_text_is_five_sentences_and_uses_every_word() -> None:
-    text = stats.ABOUT_VERDICTS
+    text = words.ABOUT_VERDICTS
     assert text.count(". ") + 1 == 5 and text.endswith(".")
     for word in ("faster", "slower", "varies by machine", "within ±2%", "unclear", "too few machines", "95% page-wise"):
         assert word in text

@@ -15,7 +15,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.management import call_command
 from django.utils import timezone
 
-from benchhub.results import cells, moderation, tasks
+from benchhub.results import board, cells, moderation, tasks
 from benchhub.results.models import Headline, LeaderboardCell, Measurement, Submission
 from tests.conftest import Api, build_payload, persona
 
@@ -224,14 +224,14 @@ def test_it_requeues_the_groups_of_submissions_whose_cells_were_never_refreshed(
     stale = api.submit(build_payload(tg=ratio_run(90, 1.2), machine={"chip": "Apple M4 Max"}), ada).json()["id"]
     Submission.objects.filter(pk=stale).update(received_at=timezone.now() - timedelta(minutes=5))
     assert tasks.requeue_stale_submissions() == 1
-    assert queued == [cells.Group.of(Submission.objects.get(pk=stale)).task_args()]
+    assert queued == [board.Group.of(Submission.objects.get(pk=stale)).task_args()]
     assert tasks.requeue_stale_submissions() == 0, "not queued again while that refresh waits"
     tasks.refresh_group_cells(*queued[0])
     assert Submission.objects.get(pk=stale).cells_refreshed_at is not None
     assert Submission.objects.get(pk=fresh).cells_refreshed_at is None, "another group"
     Submission.objects.filter(pk=fresh).update(received_at=timezone.now() - timedelta(minutes=5))
     assert tasks.requeue_stale_submissions() == 1
-    assert queued[1] == cells.Group.of(Submission.objects.get(pk=fresh)).task_args()
+    assert queued[1] == board.Group.of(Submission.objects.get(pk=fresh)).task_args()
 
 
 def test_it_queues_one_refresh_for_a_burst_into_one_group_and_it_takes_them_all(
@@ -260,7 +260,7 @@ def test_it_queues_one_refresh_for_a_burst_into_one_group_and_it_takes_them_all(
 
 def test_it_marks_refreshed_only_the_submissions_it_read(api: Api, ada: envelope.Signer, bob: envelope.Signer) -> None:
     first = submit_and_refresh(api, ada)
-    group = cells.Group.of(first)
+    group = board.Group.of(first)
     late = api.submit(build_payload(), bob).json()["id"]
     Submission.objects.filter(pk=late).update(cells_refreshed_at=None)
     assert list(group.waiting_submissions().values_list("pk", flat=True)) == [uuid.UUID(late)]
@@ -319,7 +319,7 @@ def test_it_queues_the_cell_refresh_once_the_submission_has_committed(
     assert queued == [], "nothing is queued before the commit"
     for callback in callbacks:
         callback()
-    assert queued == [cells.Group.of(Submission.objects.get(pk=submission_id)).task_args()]
+    assert queued == [board.Group.of(Submission.objects.get(pk=submission_id)).task_args()]
 
 
 def test_it_accepts_a_submission_while_the_broker_is_down_and_leaves_it_to_the_sweeper(

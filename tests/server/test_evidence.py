@@ -11,7 +11,7 @@ from benchhub_protocol import envelope, rounds
 from django.utils import timezone
 
 from benchhub.accounts.models import PublicKey
-from benchhub.results import cells, tasks
+from benchhub.results import board, cells, tasks
 from benchhub.results.models import LeaderboardCell, Submission
 from tests.conftest import Api, build_payload
 
@@ -102,7 +102,7 @@ def test_a_new_keys_results_show_at_once_and_count_after_probation(
     PublicKey.objects.update(created_at=registered)
     Submission.objects.update(cells_refreshed_at=registered + timedelta(minutes=1))
     assert tasks.end_probation() == 1
-    group = cells.Group.of(submission)
+    group = board.Group.of(submission)
     assert group.waiting_submissions().exists()
     cells.refresh_group(group)
     assert (cell().n_machines, cell().n_pending) == (1, 0)

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 
 from benchhub.accounts import names
 from benchhub.accounts.models import ChipName
-from benchhub.results import cells, storage
+from benchhub.results import board, cells, storage
 from benchhub.results.models import CellGroup, Machine, ModelFile
 from tests.conftest import build_payload
 
@@ -60,7 +60,7 @@ def test_a_new_chip_machine_model_and_group_created_at_once_fail_no_statement(ca
         names.claim_chip(payload["machine"]["chip"])
         machine = storage.machine_row(payload["machine"])
         model = storage.model_file_row(payload["model"])
-        cells.ensure_group(cells.Group(campaign.pk, machine.chip, machine.gpu_cores, model.sha256, machine.backend))
+        cells.ensure_group(board.Group(campaign.pk, machine.chip, machine.gpu_cores, model.sha256, machine.backend))
 
     assert _race(first_rows) == []
     assert ChipName.objects.filter(name="Apple M9 Ultra").count() == 1

@@ -18,7 +18,7 @@ from benchhub_protocol import envelope, stats
 from django.utils import timezone
 
 from benchhub.accounts.models import Contributor, PublicKey
-from benchhub.results import cells
+from benchhub.results import board, cells
 from benchhub.results.campaigns import campaign_rules, headline_sizes
 from benchhub.results.models import Headline, LeaderboardCell, Measurement, ModelFile, Submission
 from tests.conftest import Api, build_payload
@@ -40,7 +40,7 @@ def odd_number(rng: random.Random, typical: float) -> float | None:
     return typical * rng.lognormvariate(0.02, 0.05)
 
 
-def random_group(template: Submission, group: cells.Group, sizes: list[int], rng: random.Random) -> None:
+def random_group(template: Submission, group: board.Group, sizes: list[int], rng: random.Random) -> None:
     """Copies of the template submission, each from a random key, with random measurement rows."""
     contributors = [Contributor.objects.create(handle=f"c{uuid.uuid4().hex[:12]}") for _ in range(3)]
     keys = [
@@ -104,7 +104,7 @@ def random_group(template: Submission, group: cells.Group, sizes: list[int], rng
     Measurement.objects.bulk_create(rows)
 
 
-def python_cells(group: cells.Group, held: bool) -> tuple[dict[Any, dict[str, Any]], dict[Any, stats.HeadlineStats]]:
+def python_cells(group: board.Group, held: bool) -> tuple[dict[Any, dict[str, Any]], dict[Any, stats.HeadlineStats]]:
     """The group's cells as the refresh computed them before group_sums: every row read into Python,
     the rules applied row by row, then stats.page_stats."""
     definition = group_campaign(group).definition
@@ -150,7 +150,7 @@ def python_cells(group: cells.Group, held: bool) -> tuple[dict[Any, dict[str, An
     return found, judged.headlines
 
 
-def group_campaign(group: cells.Group) -> Any:
+def group_campaign(group: board.Group) -> Any:
     from benchhub.results.models import Campaign
 
     return Campaign.objects.get(pk=group.campaign_id)
@@ -171,7 +171,7 @@ def test_the_sql_reduction_gives_page_stats_numbers(api: Api, ada: envelope.Sign
     seen: list[Any] = []
     for seed in range(10):
         rng = random.Random(seed)
-        group = cells.Group(template.campaign_id, f"chip {seed}", 20, template.model_sha256, template.backend)
+        group = board.Group(template.campaign_id, f"chip {seed}", 20, template.model_sha256, template.backend)
         random_group(template, group, sizes, rng)
         held = seed % 2 == 0
         expected_cells, expected_headlines = python_cells(group, held)

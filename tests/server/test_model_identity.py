@@ -1,4 +1,4 @@
-"""Model identity (docs/protocol.md section 5.1): facts checked against each other, claims weighed by
+"""Model identity (docs/protocol.md section 7): facts checked against each other, claims weighed by
 established networks, a newcomer's conflict holding the newcomer, a moderator's pin, and the
 bound for a mixture of experts. Over the test client; tests/attacks/test_model_identity.py
 repeats the attacks over HTTP with probation on."""

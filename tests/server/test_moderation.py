@@ -10,7 +10,7 @@ from benchhub_protocol import envelope
 from django.test import Client
 
 from benchhub.accounts.models import ModerationEvent, PublicKey
-from benchhub.results import cells, tasks
+from benchhub.results import board, cells, tasks
 from benchhub.results.models import LeaderboardCell, RawEnvelope, Submission
 from tests.conftest import Api, build_payload
 
@@ -34,7 +34,7 @@ def test_it_hides_a_submission_from_the_admin_and_the_cell_loses_it(
             "/admin/results/submission/", {"action": "hide", "_selected_action": [submission_id]}
         )
     assert response.status_code == 302
-    group = cells.Group.of(Submission.objects.get(pk=submission_id))
+    group = board.Group.of(Submission.objects.get(pk=submission_id))
     assert queued == [group.task_args()], "hiding queues the refresh of the submission's cells"
     assert tasks.refresh_group_cells(*group.task_args()) == 4
     assert Submission.objects.get(pk=submission_id).hidden
@@ -71,6 +71,6 @@ def test_what_the_public_sees_has_no_edit_form_in_the_admin(admin_client: Client
         "/admin/accounts/contributor/add/",
         "/admin/accounts/publickey/add/",
         "/admin/accounts/chipname/add/",
-        "/admin/web/referencerow/add/",
+        "/admin/results/referencerow/add/",
     ):
         assert admin_client.get(path).status_code == 403, path

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.test import Client
 
 from benchhub.celery import app
-from benchhub.results import cells
+from benchhub.results import board, cells
 from benchhub.results.models import Headline, LeaderboardCell, Submission
 from tests.conftest import Api, build_payload, persona
 
@@ -36,7 +36,7 @@ def _real_redis() -> None:
         pytest.fail("this test runs real Celery workers: set REDIS_URL (make test does).")
 
 
-def stored(model: Any, group: cells.Group) -> list[dict[str, Any]]:
+def stored(model: Any, group: board.Group) -> list[dict[str, Any]]:
     skip = {"id", "updated_at"}
     rows = model.objects.filter(**group.filter()).order_by(
         "variant", "commit", *(["batch_size"] * (model is LeaderboardCell))
@@ -96,7 +96,7 @@ def test_four_workers_and_a_stream_of_submissions_end_on_the_recomputed_cells(ca
         finally:
             connection.close()
 
-    def hold_the_lock(group: cells.Group) -> None:
+    def hold_the_lock(group: board.Group) -> None:
         try:
             while producing.is_set():
                 with transaction.atomic():
@@ -112,7 +112,7 @@ def test_four_workers_and_a_stream_of_submissions_end_on_the_recomputed_cells(ca
             first = Api(Client()).submit(build_payload(), owner)
             assert first.status_code == 201
             arrivals.append(first.json()["id"])
-            group = cells.Group.of(Submission.objects.get(pk=first.json()["id"]))
+            group = board.Group.of(Submission.objects.get(pk=first.json()["id"]))
             holder = threading.Thread(target=hold_the_lock, args=(group,))
             producers = [threading.Thread(target=produce, args=(signer, n)) for n, signer in enumerate(signers)]
             holder.start()

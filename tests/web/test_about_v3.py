@@ -60,13 +60,13 @@ def test_it_shows_the_bandwidth_table_the_probation_and_the_plausible_range(
 def test_it_shows_the_live_false_verdict_rate_of_the_controls(
     client: Client, api: Api, ada: envelope.Signer, personas: dict[str, envelope.Signer]
 ) -> None:
-    assert "No control page has a verdict yet." in about(client)
+    assert "No control group has a verdict yet." in about(client)
     v3_site.build(api, personas)
     judge({"backend": "cuda", "variant": "01"}, verdict="faster")
     judge({"backend": "metal", "variant": "01"}, verdict="faster")  # evidence, not a control: not counted
     text = about(client)
-    assert "1 of 1 control page (100.0%) show a “faster” or “slower”; per cell, 1 of 1 (100.0%)." in text
+    assert "1 of 1 control group (100.0%) show a “faster” or “slower”; per cell, 1 of 1 (100.0%)." in text
     assert 'class="control-rate over"' in text  # above the 5% the method promises
     judge({"backend": "cuda", "variant": "01"}, verdict="within")
     text = about(client)
-    assert "0 of 1 control page (0.0%)" in text and 'class="control-rate"' in text
+    assert "0 of 1 control group (0.0%)" in text and 'class="control-rate"' in text

@@ -5,7 +5,8 @@ sideways, the ranking and every batch-size column are in view or their table say
 screenshots land in $BENCHHUB_SCREENSHOTS (a temporary folder by default). Issue 33 at both widths:
 demo rows marked, variants explained, "check our numbers", the ranking's machines and verdicts and a
 chip table's caption and last column in view at 390 px, a CPU run's reason, an empty chart's
-message, and a compare view that fits and picks two different submissions."""
+message, and a compare view that fits and picks two different submissions. Issue 45 at both widths:
+a chip table's cells are compact, with their whole wording as a tooltip and a legend under each table."""
 
 from __future__ import annotations
 
@@ -215,6 +216,35 @@ return found;
 """
 
 
+# Issue 45: a chip table's cell is the pair, a compact interval and the verdict, never the sentences;
+# those are its tooltip and the legend said once under each table of crowd rows.
+COMPACT = """
+var cells = Array.from(document.querySelectorAll('table.board td.measured[title]'));
+return {
+  cells: cells.length,
+  tallest: Math.max.apply(null, cells.map(function (td) {
+    var content = document.createRange();  // the cell's own lines: a row is as tall as its tallest cell
+    content.selectNodeContents(td);
+    var extra = td.querySelectorAll('.detail').length - 2;  // pending machines, exclusions: one line each
+    return content.getBoundingClientRect().height / parseFloat(getComputedStyle(td).fontSize) - 1.2 * extra;
+  })),
+  worded: cells.filter(function (td) { return /machine/.test(td.title); }).length,
+  tables: Array.from(document.querySelectorAll('table.board')).filter(function (t) {
+    return t.querySelector('td.measured[title]');
+  }).length,
+  legends: document.querySelectorAll('p.legend').length
+};
+"""
+
+
+def check_compact_cells(browser: webdriver.Chrome) -> None:
+    found = browser.execute_script(COMPACT)
+    assert found["cells"] and found["worded"] == found["cells"], found
+    # The pair (it may wrap before its change) and two short lines: not six lines of sentences (8 em and more).
+    assert found["tallest"] <= 6, found
+    assert found["legends"] == found["tables"], found
+
+
 def check_explained(browser: webdriver.Chrome) -> None:
     """Issue 33: demo rows say so and the variants are explained."""
     assert browser.find_element(By.CSS_SELECTOR, ".notice.demo").is_displayed()
@@ -247,6 +277,7 @@ def test_it_draws_every_page_in_headless_chromium(
         in_view = browser.execute_script(IN_VIEW)
         assert in_view == {"caption": True, "caption_scrolled": True, "last_column": True}, in_view
         screenshot(browser, f"chip-{tag}")
+        check_compact_cells(browser)
 
         visit(browser, base + reverse("submission", args=[quick_start_site.pk]), size, plots=2)
         assert browser.find_element(By.CSS_SELECTOR, "button.copy").get_attribute("hidden") is None

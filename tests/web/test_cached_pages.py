@@ -19,7 +19,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from benchhub.results import readcache
-from benchhub.results.cells import Group, refresh_group
+from benchhub.results.board import Group
+from benchhub.results.cells import refresh_group
 from benchhub.results.ingest import ingest_submission
 from benchhub.results.models import Campaign, LeaderboardCell, Submission
 from benchhub.results.readcache import cached_render, cells_version

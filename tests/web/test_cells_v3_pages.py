@@ -133,7 +133,8 @@ def test_the_verdict_words_threshold_interval_prediction_and_pending_machines(
     )
     chip = page_text(client.get(reverse("chip", args=["apple-m5-pro-20c"])))
     assert board_of(chip).count(THRESHOLD) == 1  # once near the campaign's tables
-    assert '<span class="detail">within ±2%</span>' in chip
+    assert '<span class="detail">≈ within ±2%</span>' in chip
+    assert chip.count('<p class="legend">') == chip.count('<table class="board">') - chip.count("published only")
     assert "95%, page-wise interval for the typical machine: −1% to +3%, 1 machine" in chip
     assert "what your Mac will likely see: 80% of machines −3% to +3%" in chip
     assert '<span class="detail">2 machines pending</span>' in chip

@@ -10,19 +10,19 @@ import pytest
 from benchhub_protocol.campaign_versions import bundled_versions
 from django.test import Client
 
+from benchhub.results.board import CellRow
 from benchhub.results.campaigns import variant_descriptions
 from benchhub.results.models import Submission
 from benchhub.web import charts
-from benchhub.web.leaderboard import CellRow
 from benchhub.web.provenance import Provenance, demo_note
+from tests.web.test_leaderboard import EXCLUDED, row
 
 
 def cell(n_machines: int, **excluded: int) -> CellRow:
-    counts = {"hidden": 0, "correctness_failed": 0, "correctness_not_run": 0, "degenerate_output": 0, "run_state": 0}
-    return CellRow(
-        "Intel Xeon", None, "gemma", "a" * 64, "Q4_K_M", "01", 4, None, None, None, None, None, None,
-        "too few machines", n_machines, 1, 1, counts | excluded,
-    )  # fmt: skip
+    where = {"chip": "Intel Xeon", "gpu_cores": None, "model": "gemma", "model_sha256": "a" * 64, "quant": "Q4_K_M"}
+    return row(
+        **where, variant="01", batch_size=4, n_machines=n_machines, n_submissions=1, excluded=EXCLUDED | excluded
+    )
 
 
 def test_an_empty_chart_says_so_inside_its_frame() -> None:

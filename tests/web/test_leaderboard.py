@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
+from benchhub.results.board import CellRow
 from benchhub.web import leaderboard
 from benchhub.web import series as chart_series
-from benchhub.web.leaderboard import CellRow
 
 
 def Cell(
@@ -29,32 +29,57 @@ def Cell(
     """A cell of one machine per submission, of the model file named by its quant."""
     n_machines = n_submissions
     interval = "95%" if n_machines >= 6 else "range" if n_machines >= 2 else None
-    return CellRow(
-        chip,
-        gpu_cores,
-        f"model {quant}",
-        quant.lower() * 8,
-        quant,
-        variant,
-        batch_size,
-        baseline_tg_tps,
-        tg_tps,
-        speedup,
-        interval,
-        ci_low if interval else None,
-        ci_high if interval else None,
-        "too few machines",
-        n_machines,
-        n_submissions,
-        n_contributors,
-        {
-            "hidden": 0,
-            "correctness_failed": n_excluded_correctness,
-            "correctness_not_run": 0,
-            "degenerate_output": n_excluded_degenerate,
-            "run_state": 0,
-        },
+    return row(
+        chip=chip,
+        gpu_cores=gpu_cores,
+        model=f"model {quant}",
+        model_sha256=quant.lower() * 8,
+        quant=quant,
+        variant=variant,
+        batch_size=batch_size,
+        baseline_tg_tps=baseline_tg_tps,
+        tg_tps=tg_tps,
+        speedup=speedup,
+        interval=interval,
+        ci_low=ci_low if interval else None,
+        ci_high=ci_high if interval else None,
+        n_machines=n_machines,
+        n_submissions=n_submissions,
+        n_contributors=n_contributors,
+        excluded=EXCLUDED | {"correctness_failed": n_excluded_correctness, "degenerate_output": n_excluded_degenerate},
     )
+
+
+EXCLUDED = {"hidden": 0, "correctness_failed": 0, "correctness_not_run": 0, "degenerate_output": 0, "run_state": 0}
+# A cell's fields where a test names none: no interval, no prediction, "too few machines".
+UNSTATED: dict[str, Any] = {
+    "commit": "",
+    "baseline_tg_tps": None,
+    "tg_tps": None,
+    "speedup": None,
+    "interval": None,
+    "ci_low": None,
+    "ci_high": None,
+    "n_contributors": 1,
+    "predict_low": None,
+    "predict_high": None,
+    "predict_level": None,
+    "tau": None,
+    "i2": None,
+    "verdict": "too few machines",
+    "min_effect": 0.02,
+    "campaign_version": 1,
+    "superseded": False,
+    "n_pending": 0,
+    "excluded": EXCLUDED,
+    "backend": "",
+    "control": False,
+}
+
+
+def row(**fields: Any) -> CellRow:
+    """A CellRow from the fields a test names, the others as UNSTATED says."""
+    return CellRow(**(UNSTATED | fields))
 
 
 @dataclass
@@ -103,11 +128,12 @@ def test_it_groups_variants_under_a_baseline_row_with_the_amortisation_factor() 
     assert [c.text for c in baseline.cells] == ["127.5", "137.7"]
     assert baseline.amortisation == "1.08×"
     assert patched.cells[1].text == "137.7→237.7 (+73%)"
-    assert patched.cells[1].details == (
+    assert patched.cells[1].details == ("range +70…+76 · n=3", "· too few"), "a range is never 95%"
+    assert patched.cells[1].full.splitlines() == [
         "range of 3 machines: +70% to +76%",
         "too few machines",
-    ), "a range is never called a 95% interval"
-    assert patched.cells[1].counts == "3 submissions, 2 contributors"
+        "3 submissions, 2 contributors",
+    ]
     assert patched.amortisation == "1.86×"
 
 

@@ -14,9 +14,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from benchhub.results.board import headline_rows
 from benchhub.results.models import Campaign, Headline, LeaderboardCell, Submission
 from benchhub.web import pages, words
-from benchhub.web.ranking import HeadlineRow, as_stats
 
 from .helpers import page_text
 
@@ -67,7 +67,7 @@ def test_it_renders_the_leaderboard_from_cells_with_counts_intervals_and_exclusi
     chip = page_text(client.get(reverse("chip", args=["apple-m1-8c"])))
     assert "1 excluded: correctness failed" in chip  # M1 IQ2_XXS 01+02
     assert "1 excluded: degenerate output" in chip  # M1 IQ3_XXS 01
-    assert "BS8/BS1" in chip and 'title="1 submission, 1 contributor"' in chip
+    assert "BS8/BS1" in chip and "too few machines\n1 submission, 1 contributor" in chip  # a cell's tooltip
 
 
 M5, IQ2_LABEL = "Apple M5 Pro (20-core GPU)", "Qwen3-1.7B UD-IQ2_XXS (IQ2_XXS)"
@@ -82,9 +82,7 @@ def test_it_ranks_one_line_per_chip_and_model_by_evidence(client: Client, small_
     ranking = text[text.index('id="ranking"') : text.index("</table>", text.index('id="ranking"'))]
     crowd = re.findall(r'<tr data-quant[^>]*>.*?class="num headline" data-value="([0-9.]+)"', ranking, re.S)
     headlines = Headline.objects.filter(variant="01").exclude(speedup=None)
-    keys = {
-        row[5]: words.evidence_key(as_stats(HeadlineRow(*row))) for row in headlines.values_list(*HeadlineRow._fields)
-    }
+    keys = {row.speedup: words.evidence_key(row) for row in headline_rows(headlines)}
     shown = [keys[float(x)] for x in crowd if float(x)]  # lines with no headline (data-value 0) come last
     assert len(shown) >= 2 and shown == sorted(shown)
     expected = Headline.objects.get(chip="Apple M5 Pro", variant="01", model_sha256__in=iq2_models()).speedup

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import re
 
-from benchhub.web.ranking import HeadlineRow, headline, rank, ranking_rows, verdict_summary
+from benchhub.results.board import HeadlineRow
+from benchhub.web.ranking import headline, rank, ranking_rows, verdict_summary
 
 from .test_leaderboard import Cell, Ref
 
@@ -17,7 +18,7 @@ def stored(
 ) -> HeadlineRow:
     sha = "iq2_xxs" * 8
     return HeadlineRow(
-        chip, cores, sha, "01", [2, 3, 4, 5, 8], speedup, interval, bounds.get("low"), bounds.get("high"), n
+        chip, cores, sha, "01", (2, 3, 4, 5, 8), speedup, interval, bounds.get("low"), bounds.get("high"), n
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from benchhub.web.models import ReferenceRow
+from benchhub.results.published import ReferenceRow
 
 pytestmark = pytest.mark.django_db
 

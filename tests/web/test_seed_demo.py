@@ -9,8 +9,8 @@ from django.core.management.base import CommandError
 
 from benchhub.accounts.models import Contributor
 from benchhub.results.models import Campaign, LeaderboardCell, RawEnvelope, Submission
+from benchhub.results.published import ReferenceRow
 from benchhub.web import demo
-from benchhub.web.models import ReferenceRow
 
 pytestmark = pytest.mark.django_db
 

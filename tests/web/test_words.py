@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from benchhub.results.board import HeadlineRow
 from benchhub.web import words
 from benchhub.web.leaderboard import cell_view
-from benchhub.web.ranking import HeadlineRow, rank
+from benchhub.web.ranking import rank
 
 from .test_leaderboard import Cell
 
@@ -59,14 +60,18 @@ def test_a_cell_labels_its_interval_its_prediction_and_its_pending_machines() ->
     )
     view = cell_view(cell, 4)
     assert view.text == "100.0→106.0 (+6%)"
-    assert view.details[:4] == (
+    # Two short lines under the number; the sentences once, in the cell's tooltip.
+    assert view.details == ("+3…+9 · n=8", "≈ within ±2%", "2 machines pending")
+    assert view.full.splitlines() == [
         "95%, page-wise interval for the typical machine: +3% to +9%, 8 machines",
         "what your Mac will likely see: 80% of machines +1% to +11%",
         "within ±2%",
+        "8 submissions, 1 contributor",
         "2 machines pending",
-    )
+    ]
     ranged = cell_view(cell._replace(interval="range", predict_low=None, predict_high=None), 4)
-    assert ranged.details[0] == "range of 8 machines: +3% to +9%" and "95%" not in " ".join(ranged.details)
+    assert ranged.details[0] == "range +3…+9 · n=8" and "95%" not in ranged.full
+    assert ranged.full.startswith("range of 8 machines: +3% to +9%")
     waiting = cell_view(cell._replace(n_machines=0, n_pending=1), 4)
     assert (waiting.text, waiting.details[0]) == ("pending", "1 machine pending")
 
@@ -82,15 +87,16 @@ def test_a_cell_whose_machines_disagree_says_so_and_how_much() -> None:
         i2=0.87,
     )
     view = cell_view(cell, 4)
-    assert view.details[1:3] == (
+    assert view.details[1] == "↕ varies"
+    assert view.full.splitlines()[1:3] == [
         "what your Mac will likely see: 80% of machines −5% to +6% (machines differ by ±4.0%, I² 87%)",
         "varies by machine",
-    )
-    assert words.VARIES == "varies by machine" and "varies by machine" in words.threshold_note(0.02)
+    ]
+    assert "varies by machine" in words.threshold_note(0.02)
 
 
 def headline(chip: str, speedup: float, low: float, high: float, verdict: str, n: int) -> HeadlineRow:
-    return HeadlineRow(chip, 10, "a" * 64, "01", [2, 4, 8], speedup, "95%, page-wise", low, high, n, verdict)
+    return HeadlineRow(chip, 10, "a" * 64, "01", (2, 4, 8), speedup, "95%, page-wise", low, high, n, verdict)
 
 
 def test_the_ranking_orders_by_evidence_not_by_the_point_estimate() -> None:
@@ -118,3 +124,12 @@ def test_a_control_line_is_flagged_and_says_which_backend_the_patches_do_not_tou
 def test_models_that_share_a_display_name_are_told_apart_by_a_short_sha() -> None:
     names = words.model_names([("Qwen3", "a" * 64), ("Qwen3", "b" * 64), ("Llama", "c" * 64)])
     assert names == {"a" * 64: "Qwen3 · sha256 aaaaaaaa", "b" * 64: "Qwen3 · sha256 bbbbbbbb", "c" * 64: "Llama"}
+
+
+def test_a_compact_interval_is_its_two_ends_once_each() -> None:
+    assert words.compact_interval("95%, page-wise", 1.10, 1.13, 3) == "+10…+13 · n=3"
+    assert words.compact_interval("95%, page-wise", 0.97, 1.04) == "−3…+4"
+    assert words.compact_interval("95%, page-wise", 1.0004, 1.0004, 5) == "±0.0 · n=5"
+    assert words.compact_interval(None, None, None, 2) == "n=2"
+    legend = words.legend(0.02)
+    assert "▲ faster" in legend and "≈ within ±2%" in legend and "· too few machines" in legend

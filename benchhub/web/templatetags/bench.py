@@ -19,9 +19,21 @@ def cell_td(cell: CellView, kind: str = "crowd") -> SafeString:
     if cell.state == "empty":
         return format_html('<td class="num empty"><span aria-label="{}">·</span></td>', EMPTY_LABELS[kind])
     details = format_html_join("", '<span class="detail">{}</span>', ((line,) for line in cell.details))
-    if cell.counts:
-        return format_html('<td class="num {}" title="{}">{}{}</td>', cell.state, cell.counts, cell.text, details)
+    if cell.full:
+        # The second line under the number is the verdict: its class colours the mark.
+        return format_html(
+            '<td class="num {} v-{}" title="{}" tabindex="0">{}{}</td>',
+            cell.state,
+            slug(cell.verdict),
+            cell.full,
+            cell.text,
+            details,
+        )
     return format_html('<td class="num {}">{}{}</td>', cell.state, cell.text, details)
+
+
+def slug(word: str) -> str:
+    return "-".join(word.split())
 
 
 # The tail of a UUIDv7 is random; its head is the arrival time, the same for a day's submissions.

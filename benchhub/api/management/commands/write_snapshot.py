@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from benchhub.api import snapshot
+from benchhub.api import snapshot, tasks
 from benchhub.api.manifest import site_manifest
 
 
@@ -18,8 +18,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--out", type=Path, help="write the snapshot to this file only (no index)")
+        parser.add_argument(
+            "--queue",
+            action="store_true",
+            help="queue the snapshot task instead of writing here (the embedded default runs it in-process); "
+            "prints how many submissions the published snapshot holds, or 'queued'",
+        )
+        parser.add_argument("--if-missing", action="store_true", help="with --queue: only when none is published")
 
-    def handle(self, *args: Any, out: Path | None, **options: Any) -> None:
+    def handle(self, *args: Any, out: Path | None, queue: bool, if_missing: bool, **options: Any) -> None:
+        if queue:
+            directory = Path(settings.BENCHHUB_SNAPSHOT_DIR)
+            if not if_missing or snapshot.latest(directory) is None:
+                tasks.write_snapshot.delay()
+            published = snapshot.latest(directory)
+            self.stdout.write(f"{published['submissions']} submissions" if published else "queued")
+            return
         if out is not None:
             with out.open("wb") as file:
                 index = snapshot.write_file(file, site_manifest, timezone.now())

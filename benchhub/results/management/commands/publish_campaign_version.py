@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchhub.results import cells, signing, versions
+from benchhub.results import board, cells, signing, versions
 from benchhub.results.models import CellGroup
 
 
@@ -23,9 +23,9 @@ class Command(BaseCommand):
             published = versions.publish(signing.read_version(version_file))
         except (signing.SigningError, versions.CampaignRefused) as error:
             raise CommandError(str(error)) from None
-        groups = CellGroup.objects.filter(campaign_id=published.campaign_id).values_list(*cells.GROUP_FIELDS)
+        groups = CellGroup.objects.filter(campaign_id=published.campaign_id).values_list(*board.GROUP_FIELDS)
         # Every group of the campaign is judged again now: the open version's rules may have changed.
-        refreshed = sum(1 for values in groups if cells.refresh_group(cells.Group(*values)) >= 0)
+        refreshed = sum(1 for values in groups if cells.refresh_group(board.Group(*values)) >= 0)
         changed = "; ".join(published.changes) or "nothing but its number"
         self.stdout.write(
             f"Published {published.campaign.slug} version {published.version} ({published.state}), digest "

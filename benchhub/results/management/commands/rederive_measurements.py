@@ -4,7 +4,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from benchhub.results import cells, flags, storage, versions
+from benchhub.results import board, cells, flags, storage, versions
 from benchhub.results.measurements import measurement_rows, stored_variants
 from benchhub.results.models import Measurement, Submission
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
             with transaction.atomic():
                 Measurement.objects.filter(submission__in=submissions).delete()
                 rows: list[Measurement] = []
-                groups: set[cells.Group] = set()
+                groups: set[board.Group] = set()
                 for submission in submissions:
                     payload = storage.stored_payload(bytes(submission.raw.body))
                     judged = flags.derive(payload, versions.judged_by(submission))
@@ -50,7 +50,7 @@ class Command(BaseCommand):
                             flags=judged, status=status, campaign_version=measured_from
                         )
                         submission.flags, submission.status, submission.campaign_version = judged, status, measured_from
-                    groups.add(cells.Group.of(submission))
+                    groups.add(board.Group.of(submission))
                     rows += measurement_rows(submission, payload, stored_variants(submission))
                 Measurement.objects.bulk_create(rows)
                 for group in groups:

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import subprocess
 from io import StringIO
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchhub.api import snapshot, tasks
 from benchhub.results.campaigns import sync_campaigns
 from benchhub.results.models import Campaign
 from benchhub.results.versions import CampaignRefused
@@ -59,11 +56,9 @@ class Command(BaseCommand):
             demo = f"; {out.getvalue().strip().split('; ')[-1]}"
         # The snapshot, when there is none or the demo just changed what it holds: written here by the
         # embedded default (tasks in-process), queued for the worker in production.
-        directory = Path(settings.BENCHHUB_SNAPSHOT_DIR)
-        if options["demo"] or snapshot.latest(directory) is None:
-            tasks.write_snapshot.delay()
-        published = snapshot.latest(directory)
-        written = f"{published['submissions']} submissions" if published else "queued"
+        out = StringIO()
+        call_command("write_snapshot", queue=True, if_missing=not options["demo"], stdout=out)
+        written = out.getvalue().strip()
         if verbosity:
             self.stdout.write(
                 f"campaigns: {campaigns} synced; reference rows: {references.created} created, "

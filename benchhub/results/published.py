@@ -1,5 +1,6 @@
-"""The web app's own data: published reference rows. They sit beside crowd cells on the pages and
-are never read by the aggregation, so they can never leak into crowd medians."""
+"""Published reference rows: decode measurements from elsewhere (baseline → variant at one batch
+size), shown beside the crowd's cells on the pages and served by the API. They are never read by
+the aggregation, so they can never leak into crowd medians."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class ReferenceRow(models.Model):
     objects = ReferenceRowQuerySet.as_manager()
 
     class Meta:
+        db_table = "web_referencerow"  # the table the web app created before the rows moved here
         ordering = ("campaign_slug", "chip", "model_label", "variant", "batch_size")
         constraints = (
             models.UniqueConstraint(
@@ -49,7 +51,7 @@ class ReferenceRow(models.Model):
                 name="reference_row_positive_throughput",
             ),
         )
-        indexes = (models.Index(fields=["campaign_slug", "chip"]),)
+        indexes = (models.Index(fields=["campaign_slug", "chip"], name="web_referen_campaig_a2636a_idx"),)
 
     def __str__(self) -> str:
         return f"{self.machine_label} {self.model_label} BS{self.batch_size} (published)"

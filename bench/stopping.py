@@ -27,7 +27,9 @@ from benchhub_protocol.rounds import (
     DEFAULT_MAX_SECONDS,
     DEFAULT_MIN_EFFECT,
     MAX_ROUNDS,
+    _balanced_spread,
     cycle_orders,
+    cycle_runs,
     judge_sweep,
     stop_reason,
 )
@@ -59,6 +61,27 @@ WORLDS = (
     World("8B, ntg 64, the runs' residual", 0.0100, 0.74, 5.53),
     World("8B, ntg 64, the runs' raw", 0.0100, 0.74, 5.53, round_sigma=0.0100),
 )
+
+
+def measured_spreads(payload: dict[str, Any]) -> tuple[float, float]:
+    """What an A/A run's payload says of its noise, over its whole cycles, as the median over batch sizes:
+    (raw, residual). raw: the SD of a process's log decode speed with only the variants' effects removed
+    (what a probe of separate processes sees); residual: after round and position effects too
+    (rounds._balanced_spread, what the stop rule's interval uses)."""
+    runs = cycle_runs(payload["sweep"]["runs"])
+    raw, residual = [], []
+    for size in payload["sweep"]["batch_sizes"]:
+        by_variant: dict[str, list[float]] = {}
+        for run in runs:
+            for row in run["rows"]:
+                if row["batch_size"] == size and row["tg_tps"] > 0:
+                    by_variant.setdefault(run["variant"], []).append(math.log(row["tg_tps"]))
+        deviations = [value - statistics.fmean(values) for values in by_variant.values() for value in values]
+        raw.append(math.sqrt(math.fsum(d * d for d in deviations) / (len(deviations) - len(by_variant))))
+        fitted = _balanced_spread(runs, size)
+        if fitted:
+            residual.append(fitted[0])
+    return statistics.median(raw), statistics.median(residual)
 
 
 def simulate_sweep(world: World, rng: random.Random, max_seconds: float = DEFAULT_MAX_SECONDS) -> dict[str, Any]:

@@ -174,7 +174,10 @@ def test_the_method_page_quotes_the_worlds_the_simulation_runs() -> None:
 
     page = (Path(__file__).parents[2] / "docs" / "method.md").read_text()
     for world in stopping.WORLDS:
-        assert f"({world.sigma * 100:.2f}%, {world.process_s:g} s)" in page, world
+        if world.round_sigma:
+            assert f"plus {world.round_sigma * 100:.2f}% shared by a round's processes" in page, world
+        else:
+            assert f"({world.sigma * 100:.2f}%, {world.process_s:g} s)" in page, world
     assert f"cap {rounds.MAX_ROUNDS}" in page
 
 
@@ -188,3 +191,19 @@ def test_the_newcomers_cpu_run_renders_in_80_columns_and_never_prints_a_change_a
     assert "[<-90%, >+900%]" in text and "stopped: time" in text
     rows = [line for line in _markdown(recorded, None).splitlines() if line.startswith("| 01")]
     assert rows and all(cell.strip().endswith("unclear") for row in rows for cell in row.split("|")[4:-1])
+
+
+def test_the_quoted_spreads_of_the_device_runs_come_from_their_payloads() -> None:
+    """The A/A runs' noise as docs/method.md and the agent README quote it: raw (variants removed) and the
+    residual the rule uses (rounds and positions removed too), the median over batch sizes."""
+    from bench import stopping
+
+    root = Path(__file__).parents[2]
+    fixtures = Path(__file__).parent / "fixtures" / "noise-by-size"
+    quoted = [(root / "docs" / "method.md").read_text(), (root / "agent" / "README.md").read_text()]
+    for name, raw, residual in (("aa-run1", "1.11%", "1.07%"), ("aa-run2", "1.37%", "0.87%")):
+        payload = json.loads((fixtures / f"{name}-payload.json").read_text())
+        found = stopping.measured_spreads(payload)
+        assert (f"{found[0]:.2%}", f"{found[1]:.2%}") == (raw, residual), name
+        for page in quoted:
+            assert raw in page and residual in page

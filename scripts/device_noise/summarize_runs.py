@@ -1,15 +1,14 @@
 """Summarise A/A agent runs from their payloads, by the shipped rule (benchhub_protocol.rounds):
 
-    python scripts/device_noise/summarize_runs.py PAYLOAD.json [...]
+    python scripts/device_noise/summarize_runs.py tests/agent/fixtures/noise-by-size/aa-run1-payload.json [...]
 
-Per payload: whole cycles, sweep seconds, stop_reason, order_seed, the per-process spread the rule uses
-(rounds._balanced_spread over the whole cycles, median and range over batch sizes), each cell's verdict as
-the agent printed it (report.cells), and the flags."""
+Per payload: whole cycles, sweep seconds, stop_reason, order_seed, the per-process spread, raw and the
+residual the rule uses (bench.stopping.measured_spreads; the residual's range over batch sizes too), each
+cell's verdict as the agent prints it (report.cells), and the flags. Run from the repository root."""
 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 from benchhub_agent import report
 from benchhub_protocol.cycles import whole_cycles
 from benchhub_protocol.rounds import _balanced_spread, cycle_runs
+
+from bench.stopping import measured_spreads
 
 
 def summary(payload: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def summary(payload: dict[str, Any]) -> dict[str, Any]:
         "max_rounds": sweep["stop"].get("max_rounds"),
         "stop_reason": sweep.get("stop_reason"),
         "order_seed": sweep.get("order_seed"),
-        "spread_median": statistics.median(spreads) if spreads else None,
+        "spread_raw_and_residual": measured_spreads(payload),
         "spread_range": [min(spreads), max(spreads)] if spreads else None,
         "verdicts": dict(Counter(row["verdict"] for row in rows)),
         "ratios": [min(row["speedup"] for row in rows), max(row["speedup"] for row in rows)],

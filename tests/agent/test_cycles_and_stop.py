@@ -207,3 +207,15 @@ def test_the_quoted_spreads_of_the_device_runs_come_from_their_payloads() -> Non
         assert (f"{found[0]:.2%}", f"{found[1]:.2%}") == (raw, residual), name
         for page in quoted:
             assert raw in page and residual in page
+
+
+def test_the_eta_never_claims_less_than_the_rest_of_the_cycle_the_sweep_must_finish() -> None:
+    """A cycle once started always ends: past the budget, mid-cycle, the ETA is the rest of that cycle, not 0."""
+    from benchhub_agent.sweep import eta_text
+
+    assert eta_text(0, None, None, 240.0) == "ETA up to 4 min"  # nothing measured yet: the budget
+    assert eta_text(0, None, None, -300.0, cycle_rest=600.0) == "ETA 10 min"  # 4-minute budget spent, 1 cycle
+    assert eta_text(0, None, None, 600.0, cycle_rest=120.0) == "ETA 2-10 min"  # this cycle, at most the budget
+    # cycle 3 of an expected 8-15, a 50 s cycle half done: 25 s + 5 to 12 more cycles, capped by the budget
+    assert eta_text(2, (8, 15), 50.0, 1000.0, cycle_rest=25.0) == "ETA 5-10 min"
+    assert eta_text(2, (8, 15), 50.0, 100.0, cycle_rest=25.0) == "ETA 2 min"

@@ -219,3 +219,25 @@ def test_the_eta_never_claims_less_than_the_rest_of_the_cycle_the_sweep_must_fin
     # cycle 3 of an expected 8-15, a 50 s cycle half done: 25 s + 5 to 12 more cycles, capped by the budget
     assert eta_text(2, (8, 15), 50.0, 1000.0, cycle_rest=25.0) == "ETA 5-10 min"
     assert eta_text(2, (8, 15), 50.0, 100.0, cycle_rest=25.0) == "ETA 2 min"
+
+
+def test_the_newcomers_table_shows_the_numbers_of_the_sites_page_for_the_upload() -> None:
+    """fixtures/newcomer-cpu/site-run-*: a CPU run uploaded to a local site, and the rows of the site's page for
+    it (variant, batch, each rep, the median over paired rounds, rounds, the change). The agent's table now
+    renders that payload with the page's t/s and change, and fits 80 columns."""
+    folder = Path(__file__).parent / "fixtures" / "newcomer-cpu"
+    recorded = json.loads((folder / "site-run-payload.json").read_text())
+    page = {}
+    for line in (folder / "site-run-page.txt").read_text().splitlines()[1:]:
+        variant, batch, *_, median, _rounds, change, _excluded1, _excluded2, _excluded3 = line.split(" ")
+        page[(variant, int(batch))] = (median, change.replace("−", "-"))
+    table = report.table(recorded)
+    assert max(len(line) for line in table.splitlines()) <= 80, table
+    for cell in report.cells(recorded):
+        median, change = page[(cell["variant"], cell["batch_size"])]
+        assert f"{cell['tg_tps']:.1f}" == median
+        base = page[("upstream", cell["batch_size"])][0]
+        assert f"{cell['baseline_tg_tps']:.1f}" == base
+        if cell["variant"] != "upstream":
+            assert f"{(cell['speedup'] - 1) * 100:+.0f}%" == change
+            assert f"{base} {median} " in " ".join(table.split())

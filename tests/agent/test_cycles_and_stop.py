@@ -162,6 +162,7 @@ def test_a_cpu_run_says_what_it_counts_as_first_shows_variant_and_round_and_fits
     text = done.output
     said = text.index("this cpu run will be an excluded row")
     assert said < text.index("Reading the model") and "local_source" in text[said : said + 400]
+    assert max(len(line) for line in text[: text.index("Reading the model")].splitlines()) <= 80
     assert "round 1 of at most 60 (cycle 1), " in text and "Sweep: round 4 of at most 60 (cycle 2)" in text
     table_part = text[text.index("Decode t/s") : text.index("Signed result")]
     assert max(len(line) for line in table_part.splitlines()) <= 80, table_part

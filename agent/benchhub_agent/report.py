@@ -6,7 +6,6 @@ together), and the verdict is the site's rule (benchhub_protocol.stats.decide) a
 
 from __future__ import annotations
 
-import statistics
 import textwrap
 from typing import Any
 
@@ -18,17 +17,18 @@ from benchhub_protocol.rounds import (
     judge_sweep,
     max_looks,
 )
-from benchhub_protocol.stats import verdict_label
+from benchhub_protocol.stats import paired, verdict_label
 
 WIDTH = 80  # the final table fits a default terminal
 
 
-def _medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
-    values: dict[tuple[str, int], list[float]] = {}
+def _by_round(runs: list[dict[str, Any]]) -> dict[tuple[str, int], dict[int, float]]:
+    """Each (variant, batch size)'s decode t/s by round."""
+    found: dict[tuple[str, int], dict[int, float]] = {}
     for run in runs:
         for row in run["rows"]:
-            values.setdefault((run["variant"], row["batch_size"]), []).append(row["tg_tps"])
-    return {key: statistics.median(speeds) for key, speeds in values.items()}
+            found.setdefault((run["variant"], row["batch_size"]), {})[run["rep"]] = row["tg_tps"]
+    return found
 
 
 def min_effect_of(payload: dict[str, Any]) -> float:
@@ -42,11 +42,11 @@ def min_effect_of(payload: dict[str, Any]) -> float:
 
 
 def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per (variant, batch size): the baseline's median decode t/s over rounds, the speedup (the site's
-    estimate for this submission), both bounds of the interval, its half-width and the verdict. As in
-    docs/protocol.md (cells), a variant's t/s is the baseline's times the speedup."""
+    """Per (variant, batch size): the variant's and the baseline's median decode t/s over their paired rounds
+    (benchhub_protocol.stats.paired, the numbers the site's page shows for the upload), the speedup (the
+    site's estimate for this submission), both bounds of the interval, its half-width and the verdict."""
     runs = payload["sweep"]["runs"]
-    medians = _medians(runs)
+    by_round = _by_round(runs)
     baseline = payload["variants"][0]["name"]
     min_effect = min_effect_of(payload)
     stop = payload["sweep"].get("stop") or {}
@@ -56,15 +56,15 @@ def cells(payload: dict[str, Any]) -> list[dict[str, Any]]:
     for variant in payload["variants"]:
         for size in payload["sweep"]["batch_sizes"]:
             found = verdicts.get((variant["name"], size))
-            base = medians.get((baseline, size))
+            numbers = paired(by_round.get((variant["name"], size), {}), by_round.get((baseline, size), {}))
             speedup = found.ratio if found else None
             rows.append(
                 {
                     "variant": variant["name"],
                     "batch_size": size,
                     "n_cycles": found.estimate.n_cycles if found else 0,
-                    "tg_tps": base * speedup if base and speedup else medians.get((variant["name"], size)),
-                    "baseline_tg_tps": base,
+                    "tg_tps": numbers.tg_tps if numbers else None,
+                    "baseline_tg_tps": numbers.baseline_tg_tps if numbers else None,
                     "speedup": speedup,
                     "ci_low": found.low if found else None,
                     "ci_high": found.high if found else None,

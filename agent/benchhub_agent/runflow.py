@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def execute(options: pipeline.RunOptions, flags: RunFlags) -> None:
     counts, counted_as = preflight.what_it_counts_as(
         plan, pipeline.detect_backend(options.backend), bool(options.llama_src or options.prebuilt)
     )
-    _say(counted_as)
+    _say(textwrap.fill(counted_as, report.WIDTH))  # a paragraph, wrapped by words like the table below it
     if interactive and not yes and not ask("Build and measure?" if counts else "Build and measure anyway?"):
         raise AgentError(ExitCode.DECLINED, "Not started: nothing was built or measured.")
     if upload and server:

@@ -213,12 +213,24 @@ def expected_cycles(
     return low, high
 
 
-def eta_text(done_cycles: int, expected: tuple[int, int] | None, cycle_seconds: float | None, left: float) -> str:
-    """The ETA of the whole expected sweep, a range, never past the time left in the budget."""
+def eta_text(
+    done_cycles: int,
+    expected: tuple[int, int] | None,
+    cycle_seconds: float | None,
+    left: float,
+    cycle_rest: float | None = None,
+) -> str:
+    """The ETA of the whole expected sweep, a range. A cycle once started always ends, so it is never below
+    `cycle_rest` (the seconds the current cycle still needs, at its processes' pace so far), and beyond that
+    never past the time left in the budget (no further cycle starts past it)."""
+    rest = cycle_rest or 0.0
     if expected is None or cycle_seconds is None:
-        return f"ETA up to {_minutes(left)} min"
-    low, high = ((max(0, n - done_cycles) * cycle_seconds) for n in expected)
-    low, high = min(low, left), min(high, left)
+        if cycle_rest is None:
+            return f"ETA up to {_minutes(max(left, 0.0))} min"
+        low, high = rest, max(rest, left)
+    else:
+        low, high = (rest + max(0, n - done_cycles - 1) * cycle_seconds for n in expected)
+        low, high = min(low, max(rest, left)), min(high, max(rest, left))
     if high - low < 30:
         return f"ETA {_minutes(high)} min"
     return f"ETA {_minutes(low)}-{_minutes(high)} min"
@@ -259,13 +271,21 @@ def run_sweep(
     cycle = 0
     reason = "rounds"
     while True:
+        cycle_started = time.monotonic()
         for index, order in enumerate(cycle_orders(names, seed, cycle)):
             if sample_state:
                 states.append(sample_state())
             rep = cycle * k + index + 1
-            left = settings.max_seconds - (time.monotonic() - started)
-            eta = eta_text(cycle, expected, cycle_seconds, left)
-            for name in order:
+            for position, name in enumerate(order):
+                now = time.monotonic()
+                left = settings.max_seconds - (now - started)
+                done_here = index * k + position  # processes of this cycle already run
+                if done_here:
+                    pace: float | None = (now - cycle_started) / done_here
+                else:
+                    pace = cycle_seconds / (k * k) if cycle_seconds else None
+                cycle_rest = (k * k - done_here) * pace if pace is not None else None
+                eta = eta_text(cycle, expected, cycle_seconds, left, cycle_rest)
                 # The round and the variant first: a narrow terminal cuts the middle of the line.
                 where = f"round {rep} of at most {cap_cycles * k} (cycle {cycle + 1}), {name}"
                 runs.append(rounds.run(name, rep, len(runs) + 1, where, eta))

@@ -162,6 +162,7 @@ def test_a_cpu_run_says_what_it_counts_as_first_shows_variant_and_round_and_fits
     text = done.output
     said = text.index("this cpu run will be an excluded row")
     assert said < text.index("Reading the model") and "local_source" in text[said : said + 400]
+    assert max(len(line) for line in text[: text.index("Reading the model")].splitlines()) <= 80
     assert "round 1 of at most 60 (cycle 1), " in text and "Sweep: round 4 of at most 60 (cycle 2)" in text
     table_part = text[text.index("Decode t/s") : text.index("Signed result")]
     assert max(len(line) for line in table_part.splitlines()) <= 80, table_part
@@ -174,7 +175,10 @@ def test_the_method_page_quotes_the_worlds_the_simulation_runs() -> None:
 
     page = (Path(__file__).parents[2] / "docs" / "method.md").read_text()
     for world in stopping.WORLDS:
-        assert f"({world.sigma * 100:.2f}%, {world.process_s:g} s)" in page, world
+        if world.round_sigma:
+            assert f"plus {world.round_sigma * 100:.2f}% shared by a round's processes" in page, world
+        else:
+            assert f"({world.sigma * 100:.2f}%, {world.process_s:g} s)" in page, world
     assert f"cap {rounds.MAX_ROUNDS}" in page
 
 
@@ -188,3 +192,53 @@ def test_the_newcomers_cpu_run_renders_in_80_columns_and_never_prints_a_change_a
     assert "[<-90%, >+900%]" in text and "stopped: time" in text
     rows = [line for line in _markdown(recorded, None).splitlines() if line.startswith("| 01")]
     assert rows and all(cell.strip().endswith("unclear") for row in rows for cell in row.split("|")[4:-1])
+
+
+def test_the_quoted_spreads_of_the_device_runs_come_from_their_payloads() -> None:
+    """The A/A runs' noise as docs/method.md and the agent README quote it: raw (variants removed) and the
+    residual the rule uses (rounds and positions removed too), the median over batch sizes."""
+    from bench import stopping
+
+    root = Path(__file__).parents[2]
+    fixtures = Path(__file__).parent / "fixtures" / "noise-by-size"
+    quoted = [(root / "docs" / "method.md").read_text(), (root / "agent" / "README.md").read_text()]
+    for name, raw, residual in (("aa-run1", "1.11%", "1.07%"), ("aa-run2", "1.37%", "0.87%")):
+        payload = json.loads((fixtures / f"{name}-payload.json").read_text())
+        found = stopping.measured_spreads(payload)
+        assert (f"{found[0]:.2%}", f"{found[1]:.2%}") == (raw, residual), name
+        for page in quoted:
+            assert raw in page and residual in page
+
+
+def test_the_eta_never_claims_less_than_the_rest_of_the_cycle_the_sweep_must_finish() -> None:
+    """A cycle once started always ends: past the budget, mid-cycle, the ETA is the rest of that cycle, not 0."""
+    from benchhub_agent.sweep import eta_text
+
+    assert eta_text(0, None, None, 240.0) == "ETA up to 4 min"  # nothing measured yet: the budget
+    assert eta_text(0, None, None, -300.0, cycle_rest=600.0) == "ETA 10 min"  # 4-minute budget spent, 1 cycle
+    assert eta_text(0, None, None, 600.0, cycle_rest=120.0) == "ETA 2-10 min"  # this cycle, at most the budget
+    # cycle 3 of an expected 8-15, a 50 s cycle half done: 25 s + 5 to 12 more cycles, capped by the budget
+    assert eta_text(2, (8, 15), 50.0, 1000.0, cycle_rest=25.0) == "ETA 5-10 min"
+    assert eta_text(2, (8, 15), 50.0, 100.0, cycle_rest=25.0) == "ETA 2 min"
+
+
+def test_the_newcomers_table_shows_the_numbers_of_the_sites_page_for_the_upload() -> None:
+    """fixtures/newcomer-cpu/site-run-*: a CPU run uploaded to a local site, and the rows of the site's page for
+    it (variant, batch, each rep, the median over paired rounds, rounds, the change). The agent's table now
+    renders that payload with the page's t/s and change, and fits 80 columns."""
+    folder = Path(__file__).parent / "fixtures" / "newcomer-cpu"
+    recorded = json.loads((folder / "site-run-payload.json").read_text())
+    page = {}
+    for line in (folder / "site-run-page.txt").read_text().splitlines()[1:]:
+        variant, batch, *_, median, _rounds, change, _excluded1, _excluded2, _excluded3 = line.split(" ")
+        page[(variant, int(batch))] = (median, change.replace("−", "-"))
+    table = report.table(recorded)
+    assert max(len(line) for line in table.splitlines()) <= 80, table
+    for cell in report.cells(recorded):
+        median, change = page[(cell["variant"], cell["batch_size"])]
+        assert f"{cell['tg_tps']:.1f}" == median
+        base = page[("upstream", cell["batch_size"])][0]
+        assert f"{cell['baseline_tg_tps']:.1f}" == base
+        if cell["variant"] != "upstream":
+            assert f"{(cell['speedup'] - 1) * 100:+.0f}%" == change
+            assert f"{base} {median} " in " ".join(table.split())

@@ -46,7 +46,7 @@ DEV_ONLY='mypy* mypyc* *__mypyc* selenium* schemathesis* hypothesis* trio* pytes
   types_* pip pip-* setuptools* _distutils_hack distutils-precedence.pth __editable__* benchhub-* benchhub_agent-*
   benchhub_protocol-* jsonschema_rs* markdown_it* mdurl* wsproto* outcome* sortedcontainers* harfile* pyrate_limiter*
   werkzeug* graphql* starlette_testclient* hypothesis_graphql* junit_xml* pluggy* iniconfig* pathspec* librt*
-  numpy* gguf* plotly/labextension plotly/package_data/widgetbundle.js gemma3_* py_spy* fastjsonschema*'
+  numpy* gguf* plotly/labextension plotly/package_data/widgetbundle.js gemma3_* py_spy*'
 EXCLUDES=()
 for pattern in $DEV_ONLY; do EXCLUDES+=(--exclude="./$pattern"); done
 tar -C "$VENV/lib/python$VERSION/site-packages" -cf - "${EXCLUDES[@]}" --exclude='__pycache__' . |

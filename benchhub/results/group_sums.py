@@ -153,7 +153,7 @@ def group_sums(
     tallies: dict[stats.CellKey, CellTally] = {}
     submission_field = Submission._meta.pk
     assert submission_field is not None
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         if arrays:
             # The planner cannot estimate the CASE-derived filters (it guesses a row where there are
             # thousands) and picks nested loops or merge joins on sorted text keys; every join and
@@ -161,9 +161,13 @@ def group_sums(
             # plan past jit_above_cost, and compiling it took longer than running it (docs/performance.md,
             # section 4). All last to the end of the transaction. The arrays come back in binary:
             # psycopg reads them into lists in C.
-            for setting in ("enable_nestloop = off", "enable_mergejoin = off", "enable_sort = off", "jit = off"):
-                cursor.execute(f"SET LOCAL {setting}")
-            cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
+            # One statement (set_config(..., true) is SET LOCAL): a refresh of a small group is round trips.
+            settings = {"enable_nestloop": "off", "enable_mergejoin": "off", "enable_sort": "off", "jit": "off"}
+            settings["work_mem"] = WORK_MEM
+            cursor.execute(
+                "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in settings),
+                [value for pair in settings.items() for value in pair],
+            )
             with psycopg.Cursor(connection.connection) as raw:  # Django's are client-side: text only
                 raw.execute(sql, params, binary=True)
                 found = raw.fetchall()

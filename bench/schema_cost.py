@@ -1,9 +1,8 @@
 """`python -m bench.schema_cost`: what validating one submission costs with each JSON-schema
 library, against the load users bring (tens of submissions a minute). docs/performance.md quotes it.
 
-jsonschema is the rule in the agent and the service; the service also installs fastjsonschema, whose
-compiled schema answers valid payloads at once (every refusal is judged again by jsonschema;
-schema._compiled). `validate_submission` is the whole check as the service runs it.
+The service and the agent use jsonschema alone; fastjsonschema is measured only where it is
+installed (`.venv/bin/pip install fastjsonschema`), to show what a second library would buy.
 The payload is the bench's realistic one (3 variants x 9 batch sizes x 2 interleaved reps, with
 correctness and generation checks). The two libraries alternate in rounds, best of each round kept.
 """

@@ -8,7 +8,7 @@ field at fault as a dotted path (`sweep.runs[2].rows[0].tg_tps`).
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -279,30 +279,8 @@ def _validator(name: str) -> Any:
     return jsonschema.Draft202012Validator(schema)
 
 
-@cache
-def _compiled(name: str) -> Callable[[Any], Any] | None:
-    """The schema compiled to Python by fastjsonschema where it is installed (the service installs it;
-    the agent does not need it), else None. An answer, never the rule: whatever it refuses, jsonschema
-    judges again and names the field, so the refusals and their words are jsonschema's alone
-    (tests/protocol/test_schema_fast_path.py holds the two to the same verdicts)."""
-    try:
-        import fastjsonschema
-    except ImportError:
-        return None
-    schema = {"submission": SUBMISSION_SCHEMA, "registration": REGISTRATION_SCHEMA}[name]
-    return fastjsonschema.compile({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
-
-
 def _raise_first(schema: dict[str, Any], obj: Any) -> None:
-    name = "submission" if schema is SUBMISSION_SCHEMA else "registration"
-    compiled = _compiled(name)
-    if compiled is not None:
-        try:
-            compiled(obj)
-            return  # 0.2 ms where jsonschema takes 5 (docs/performance.md section 6)
-        except Exception:  # any refusal or error of the fast path: jsonschema decides
-            pass
-    validator = _validator(name)
+    validator = _validator("submission" if schema is SUBMISSION_SCHEMA else "registration")
     errors = sorted(validator.iter_errors(obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if not errors:
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,14 +50,33 @@ def balanced_spread(runs: Sequence[dict[str, Any]], batch_size: int) -> tuple[fl
     rounds with a row from every variant form a balanced design (each variant equally often in each
     position), where the effects are plain marginal means; None otherwise (and for one cycle of two
     variants, which leaves no degree of freedom)."""
-    positions = run_positions(runs)
-    speeds: dict[tuple[str, int], float] = {}
+    log_speeds = _log_speeds(runs).get(batch_size, {})
+    names = sorted({run["variant"] for run in runs})
+    return _fit(log_speeds, run_positions(runs), names, {run["rep"] for run in runs})
+
+
+def _log_speeds(runs: Sequence[dict[str, Any]]) -> dict[int, dict[tuple[str, int], float]]:
+    """log tg_tps by batch size, then (variant, rep), for the rows with a positive rate."""
+    found: dict[int, dict[tuple[str, int], float]] = {}
     for run in runs:
         for row in run["rows"]:
-            if row["batch_size"] == batch_size and row["tg_tps"] > 0:
-                speeds[(run["variant"], run["rep"])] = math.log(row["tg_tps"])
-    names = sorted({run["variant"] for run in runs})
-    reps = sorted({run["rep"] for run in runs if all((name, run["rep"]) in speeds for name in names)})
+            if row["tg_tps"] > 0:
+                found.setdefault(row["batch_size"], {})[(run["variant"], run["rep"])] = math.log(row["tg_tps"])
+    return found
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)  # what statistics.fmean computes, without its counting
+
+
+def _fit(
+    log_speeds: dict[tuple[str, int], float],
+    positions: dict[tuple[str, int], int],
+    names: Sequence[str],
+    rounds: Iterable[int],
+) -> tuple[float, int, int] | None:
+    """balanced_spread over the given rounds, from one batch size's log speeds and the runs' positions."""
+    reps = sorted(rep for rep in rounds if all((name, rep) in log_speeds for name in names))
     k, n = len(names), len(reps)
     if k < 2 or n < 2:
         return None
@@ -71,16 +90,16 @@ def balanced_spread(runs: Sequence[dict[str, Any]], batch_size: int) -> tuple[fl
     df = n * k - n - 2 * (k - 1)
     if df < 1:
         return None
-    grand = statistics.fmean(speeds[(name, rep)] for name in names for rep in reps)
-    by_round = {rep: statistics.fmean(speeds[(name, rep)] for name in names) for rep in reps}
-    by_variant = {name: statistics.fmean(speeds[(name, rep)] for rep in reps) for name in names}
+    grand = _mean([log_speeds[(name, rep)] for name in names for rep in reps])
+    by_round = {rep: _mean([log_speeds[(name, rep)] for name in names]) for rep in reps}
+    by_variant = {name: _mean([log_speeds[(name, rep)] for rep in reps]) for name in names}
     by_position: dict[int, list[float]] = {}
     for name in names:
         for rep in reps:
-            by_position.setdefault(positions[(name, rep)], []).append(speeds[(name, rep)])
-    position_mean = {position: statistics.fmean(values) for position, values in by_position.items()}
+            by_position.setdefault(positions[(name, rep)], []).append(log_speeds[(name, rep)])
+    position_mean = {position: _mean(values) for position, values in by_position.items()}
     residuals = [
-        speeds[(name, rep)] - by_round[rep] - by_variant[name] - position_mean[positions[(name, rep)]] + 2 * grand
+        log_speeds[(name, rep)] - by_round[rep] - by_variant[name] - position_mean[positions[(name, rep)]] + 2 * grand
         for name in names
         for rep in reps
     ]
@@ -159,9 +178,14 @@ def submission_estimates(runs: Sequence[dict[str, Any]], baseline: str) -> dict[
     """Every cell's estimate, by (variant, batch size), the baseline's own included (ratio 1): the
     runs read once. A cell without a whole cycle in which both sides have a positive, finite rate in
     every round is left out."""
-    speeds = {key: value for key, value in _speeds(runs).items() if _usable(value)}
+    every = _speeds(runs)
+    speeds = {key: value for key, value in every.items() if _usable(value)}
     cycles = whole_cycles(runs)
-    cells = sorted({(variant, size) for variant, _, size in _speeds(runs)})
+    cells = sorted({(variant, size) for variant, _, size in every})
+    positions = run_positions(runs)
+    names = sorted({run["variant"] for run in runs})
+    log_speeds = _log_speeds(runs)
+    fits: dict[tuple[int, tuple[int, ...]], tuple[float, int, int] | None] = {}  # the same for every variant
     found = {}
     for variant, size in cells:
         cycle_logs: list[float] = []
@@ -179,7 +203,9 @@ def submission_estimates(runs: Sequence[dict[str, Any]], baseline: str) -> dict[
             continue
         fitted = None
         if len(cycle_logs) == 1 and variant != baseline:  # the baseline's own ratio is 1 in every round
-            fitted = balanced_spread([run for run in runs if run["rep"] in first_block], size)
+            if (size, first_block) not in fits:
+                fits[(size, first_block)] = _fit(log_speeds.get(size, {}), positions, names, first_block)
+            fitted = fits[(size, first_block)]
         spread, df = (fitted[0], fitted[1]) if fitted is not None else (None, 0)
         found[(variant, size)] = _estimate(cycle_logs, first_cycle, spread, df)
     return found

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
-from benchhub_protocol.cycles import submission_estimate, whole_cycles
+from benchhub_protocol.cycles import balanced_spread, submission_estimate, submission_estimates, whole_cycles
 
 ORDER = (("A", "B"), ("B", "A"))
 
@@ -105,3 +106,34 @@ def test_one_cycle_of_two_variants_falls_back_to_its_rounds_spread() -> None:
     assert found is not None and found.n_cycles == 1 and found.df == 1
     logs = [math.log(1.03), math.log(0.99)]
     assert found.log_se == pytest.approx(abs(logs[0] - logs[1]) / math.sqrt(2) / math.sqrt(2))
+
+
+def test_every_cell_s_one_cycle_error_is_balanced_spread_of_its_cycle() -> None:
+    """submission_estimates reads the runs once for all cells; each one-cycle cell's error must still
+    be what balanced_spread (the agent's stop rule) finds for that cycle and batch size alone."""
+    sizes = (1, 2, 4)
+    runs, seq = [], 0
+    names = ("A", "B", "C")
+    noise = random.Random(5)
+    for rep in range(1, 5):  # one whole cycle of three rounds, then a round that counts nowhere
+        order = names[(rep - 1) % 3 :] + names[: (rep - 1) % 3]
+        for position, name in enumerate(order):
+            seq += 1
+            rows = [
+                {
+                    "batch_size": size,
+                    "pp_tps": 1.0,
+                    "tg_tps": 100.0 * noise.uniform(0.95, 1.05) - position,
+                }
+                for size in sizes
+            ]
+            runs.append({"variant": name, "rep": rep, "seq": seq, "exit_code": 0, "rows": rows})
+    found = submission_estimates(runs, "A")
+    cycle = [run for run in runs if run["rep"] <= 3]
+    for variant in ("B", "C"):
+        for size in sizes:
+            fitted = balanced_spread(cycle, size)
+            assert fitted is not None and fitted[0] > 0.001
+            estimate = found[(variant, size)]
+            assert estimate.n_cycles == 1 and estimate.df == fitted[1]
+            assert estimate.log_se == pytest.approx(fitted[0] * math.sqrt(2 / 3), rel=1e-12)

@@ -17,12 +17,13 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchhub_protocol.envelope import EnvelopeError, b64decode
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils.dateparse import parse_datetime
 
 from benchhub.accounts.models import Contributor, PublicKey
@@ -173,6 +174,20 @@ def _pin_shown_names(names: list[dict[str, Any]], restored: Restored) -> None:
         restored.pinned += 1
 
 
+@contextmanager
+def _fields_of(where: str) -> Iterator[None]:
+    """A record that lacks a field, or holds one of the wrong shape (a hand-edited snapshot), is one
+    sentence naming it, not a traceback; the restore's transaction leaves nothing behind."""
+    try:
+        yield
+    except KeyError as missing:
+        raise RestoreError(f"{where} lacks the field {missing}.") from None
+    except (TypeError, AttributeError, ValueError) as error:
+        raise RestoreError(f"{where} holds a field of the wrong type ({error}).") from None
+    except IntegrityError:
+        raise RestoreError(f"{where} repeats a record restored before it.") from None
+
+
 def restore(path: Path) -> Restored:
     """Rebuild the state `path` (a published snapshot, gzipped JSON lines) describes; all or nothing."""
     restored = Restored()
@@ -184,19 +199,21 @@ def restore(path: Path) -> Restored:
         if header is None or header.get("kind") != "snapshot":
             raise RestoreError(f"{path.name} does not start with a snapshot header.")
         names: list[dict[str, Any]] = []
-        for record in records:
-            kind = record["kind"]
-            if kind == "campaign":
-                _campaign(record)
-            elif kind == "contributor":
-                _contributor(record, restored)
-            elif kind == "model_name":
-                names.append(record)
-            elif kind == "submission":
-                _submission(record, restored)
-            else:
-                raise RestoreError(f"{path.name} holds a record of unknown kind {kind!r}.")
+        for number, record in enumerate(records, start=2):
+            with _fields_of(f"line {number} of {path.name} ({record['kind']} record)"):
+                kind = record["kind"]
+                if kind == "campaign":
+                    _campaign(record)
+                elif kind == "contributor":
+                    _contributor(record, restored)
+                elif kind == "model_name":
+                    names.append(record)
+                elif kind == "submission":
+                    _submission(record, restored)
+                else:
+                    raise RestoreError(f"{path.name} holds a record of unknown kind {kind!r}.")
         _pin_standing_claims(restored)
-        _pin_shown_names(names, restored)
+        with _fields_of(f"a model_name record of {path.name}"):
+            _pin_shown_names(names, restored)
     restored.cells = cells.refresh_all_cells()
     return restored

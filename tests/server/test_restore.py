@@ -102,3 +102,26 @@ def test_it_restores_only_into_an_empty_database(api: Api, ada: Any, tmp_path: P
         call_command("restore_snapshot", str(empty))
     with pytest.raises(CommandError, match="is not a file"):
         call_command("restore_snapshot", str(tmp_path / "missing.jsonl.gz"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hand_edited_snapshot_is_one_sentence_and_restores_nothing(tmp_path: Path) -> None:
+    """A record that lacks a field or holds one of the wrong shape names its line; nothing is written."""
+    from benchhub.accounts.models import Contributor
+
+    key = {"keyid": "0" * 64, "public_key": "AAAA", "registered_at": "2026-12-01T00:00:00Z"}
+    cases = {
+        '{"kind": "contributor", "keys": []}': "line 2 of bad.jsonl \\(contributor record\\) lacks the field 'handle'",
+        '{"kind": "contributor", "handle": "ada", "keys": 7}': "line 2 .* wrong type",
+        '{"kind": "contributor", "handle": "ada", "keys": [{"keyid": "x"}]}': "lacks the field 'public_key'",
+        '{"kind": "submission", "id": "not-a-uuid"}': "line 2 .* lacks the field 'envelope'",
+        '{"kind": "campaign", "manifest": null}': "line 2 .* wrong type",
+        '{"kind": "model_name", "sha256": "ab"}': "model_name record of bad.jsonl lacks the field 'name'",
+        json.dumps({"kind": "contributor", "handle": "ada", "keys": [key]}): "is not the keyid of its public key",
+    }
+    for line, message in cases.items():
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"kind": "snapshot"}\n' + line + "\n")
+        with pytest.raises(CommandError, match=message):
+            call_command("restore_snapshot", str(bad))
+        assert not Contributor.objects.exists(), line

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from benchhub_protocol import envelope
 
-from benchhub.results.models import Submission, SweepRow
+from benchhub.results.models import Submission
 
 # Every measured value (tg_tps and pp_tps) within 0.5% of its counterpart: rounding and re-encoding
 # stay far inside it; two honest runs of one machine never come close (bench/near_copies.py).
@@ -45,36 +46,43 @@ def fingerprint(payload: dict[str, Any]) -> tuple[str, float | None, float | Non
     return shape, _mean_log([tg for tg, _ in rows.values()]), _mean_log([pp for _, pp in rows.values()])
 
 
+def values_of(rows: Rows) -> list[float]:
+    """tg_tps, pp_tps of every row, rows in the order of their keys: what a near copy is compared by
+    (the same shape means the same keys, so the same positions)."""
+    return [value for key in sorted(rows) for value in rows[key]]
+
+
+def measured_values(payload: dict[str, Any]) -> list[float]:
+    return values_of(measured_rows(payload))
+
+
 def close(a: float, b: float) -> bool:
     return a > 0 and b > 0 and abs(math.log(a / b)) <= LOG_TOLERANCE
 
 
+def same_values(mine: Sequence[float], theirs: Sequence[float]) -> bool:
+    return len(mine) == len(theirs) and all(close(a, b) for a, b in zip(mine, theirs, strict=True))
+
+
 def same_measurement(mine: Rows, theirs: Rows) -> bool:
-    return mine.keys() == theirs.keys() and all(
-        close(tg, theirs[key][0]) and close(pp, theirs[key][1]) for key, (tg, pp) in mine.items()
-    )
+    return mine.keys() == theirs.keys() and same_values(values_of(mine), values_of(theirs))
 
 
 def near_copy(payload: dict[str, Any]) -> Submission | None:
-    """The stored submission this payload's measured rows repeat within TOLERANCE, if any."""
+    """The stored submission this payload's measured rows repeat within TOLERANCE, if any: one query
+    on the near-copy index, which brings each candidate's values (no join whose plan depends on the
+    planner's statistics of the rows' tables)."""
     shape, tg, pp = fingerprint(payload)
     if tg is None or pp is None:
         return None
-    candidates = list(
+    candidates = (
         Submission.objects.filter(
             measured_shape=shape,
             measured_tg_log__range=(tg - LOG_TOLERANCE, tg + LOG_TOLERANCE),
             measured_pp_log__range=(pp - LOG_TOLERANCE, pp + LOG_TOLERANCE),
         )
         .order_by("received_at")
-        .only("id")[:MAX_CANDIDATES]
+        .only("id", "measured_values")[:MAX_CANDIDATES]
     )
-    if not candidates:
-        return None
-    mine = measured_rows(payload)
-    stored: dict[Any, Rows] = {candidate.pk: {} for candidate in candidates}
-    for submission, variant, rep, size, tg_tps, pp_tps in SweepRow.objects.filter(
-        run__submission__in=stored
-    ).values_list("run__submission_id", "run__variant__name", "run__rep", "batch_size", "tg_tps", "pp_tps"):
-        stored[submission][(variant, rep, size)] = (tg_tps, pp_tps)
-    return next((candidate for candidate in candidates if same_measurement(mine, stored[candidate.pk])), None)
+    mine = measured_values(payload)
+    return next((found for found in candidates if same_values(mine, found.measured_values or ())), None)

@@ -278,6 +278,7 @@ def submission_row(
         measured_shape=shape,
         measured_tg_log=tg_log,
         measured_pp_log=pp_log,
+        measured_values=copies.measured_values(payload),
         created_at=created_at_of(payload["created_at"]),
         status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
         flags=submission_flags,

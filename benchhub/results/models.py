@@ -193,10 +193,14 @@ class Submission(models.Model):
         max_length=64,
         help_text="sha256 of the measured rows (variant, rep, batch size, t/s): one measurement counts once",
     )
-    # What copies.near_copy narrows by: the shape of the measured rows and the means of their log rates.
+    # What copies.near_copy narrows by (the shape of the measured rows and the means of their log
+    # rates) and then compares: the rows' values, read with the candidates in one indexed query.
     measured_shape = models.CharField(max_length=64, blank=True, default="", db_default="")
     measured_tg_log = models.FloatField(null=True, blank=True)
     measured_pp_log = models.FloatField(null=True, blank=True)
+    measured_values = models.JSONField(
+        null=True, blank=True, help_text="tg_tps, pp_tps of each measured row, rows in (variant, rep, batch size) order"
+    )
     created_at = models.DateTimeField(help_text="When the agent assembled the result (its clock).")
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices)

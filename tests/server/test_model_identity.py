@@ -5,6 +5,7 @@ repeats the attacks over HTTP with probation on."""
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 from typing import Any
 
@@ -274,3 +275,22 @@ def test_the_admin_lists_claims_with_their_standing(api: Api, honest: list[Submi
     page = admin_client.get("/admin/results/modelfile/", {"disputed": "yes"}).content.decode()
     assert "stands, disputed" in page and "held" in page and "198.18.0.0/24" in page
     assert ModelFile.objects.filter(sha256=honest[0].model_sha256).count() == 2
+
+
+def test_rows_stored_before_their_values_were_kept_are_filled_and_still_caught(api: Api, ada: envelope.Signer) -> None:
+    """Migration 0010 fills measured_values from each raw envelope; a near copy of such a row is refused."""
+    from django.apps import apps
+
+    fill = importlib.import_module("benchhub.results.migrations.0010_measured_values").fill_values
+    payload = build_payload()
+    stored = api.submit(payload, ada).json()["id"]
+    expected = Submission.objects.get(pk=stored).measured_values
+    assert expected and len(expected) == 2 * sum(len(run["rows"]) for run in payload["sweep"]["runs"])
+    Submission.objects.filter(pk=stored).update(measured_values=None)  # as a row stored before 0010
+    fill(apps, None)
+    assert Submission.objects.get(pk=stored).measured_values == expected
+    runs = [dict(run, rows=[dict(row) for row in run["rows"]]) for run in payload["sweep"]["runs"]]
+    runs[-1]["rows"][-1]["pp_tps"] *= 1.004  # within 0.5%
+    nudged = {**payload, "nonce": "e" * 32, "sweep": {**payload["sweep"], "runs": runs}}
+    response = api.submit(nudged, machine_on(api, "thief", "203.0.113.0/24"))
+    assert (response.status_code, response.json()["submission"]) == (409, stored)

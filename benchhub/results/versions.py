@@ -15,7 +15,7 @@ from typing import Any
 
 from benchhub_protocol import campaign_versions
 from django.db import transaction
-from django.db.models import Case, Value, When
+from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -135,28 +135,28 @@ def settle(campaign: Any, version_model: Any = None) -> None:
     )
 
 
+def _signed(campaign_id: int) -> QuerySet[CampaignVersion]:
+    """The campaign's signed versions, newest first."""
+    return CampaignVersion.objects.filter(campaign_id=campaign_id).exclude(signature="").order_by("-version")
+
+
 def current(campaign_id: int) -> CampaignVersion | None:
     """The version new results run under: the newest signed one (open, or closed)."""
-    return CampaignVersion.objects.filter(campaign_id=campaign_id).exclude(signature="").order_by("-version").first()
+    return _signed(campaign_id).first()
 
 
 def current_cells(campaign_id: int) -> int:
-    """The campaign_version of the cells that are not superseded."""
-    found = current(campaign_id)
-    return found.measured_from if found is not None else 1
+    """The campaign_version of the cells that are not superseded (every refresh asks: its manifest is not read)."""
+    found = _signed(campaign_id).values_list("measured_from", flat=True).first()
+    return found if found is not None else 1
 
 
 def rules_manifest(campaign_id: int, measured_from: int) -> dict[str, Any]:
     """The manifest whose rules judge the cells numbered `measured_from`: the newest version among them."""
-    found = (
-        CampaignVersion.objects.filter(campaign_id=campaign_id, measured_from=measured_from)
-        .exclude(signature="")
-        .order_by("-version")
-        .first()
-    )
+    found = _signed(campaign_id).filter(measured_from=measured_from).values_list("manifest", flat=True).first()
     if found is None:
         return dict(Campaign.objects.only("definition").get(pk=campaign_id).definition)
-    return dict(found.manifest)
+    return dict(found)
 
 
 def mark_superseded(campaign_id: int) -> None:

@@ -11,6 +11,7 @@ import hashlib
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from benchhub_protocol import envelope
@@ -39,9 +40,40 @@ def _mean_log(values: list[float]) -> float | None:
     return statistics.fmean(usable) if len(usable) == len(values) and usable else None
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What a payload's measurement is known by: the exact rows' digest (the unique
+    `measured_sha256`), and what the near-copy index narrows by and then compares."""
+
+    sha256: str
+    shape: str
+    tg_log: float | None
+    pp_log: float | None
+    values: list[float]
+
+
+def measured(payload: dict[str, Any]) -> Measured:
+    rows = measured_rows(payload)
+    return Measured(exact_digest(payload), *_fingerprint(rows), values_of(rows))
+
+
+def exact_digest(payload: dict[str, Any]) -> str:
+    """The fingerprint of a measurement: its (variant, rep, batch size, tg t/s, pp t/s) rows, in a
+    fixed order, whatever the nonce, the key, the order of runs or the other fields say."""
+    rows = sorted(
+        [run["variant"], run["rep"], row["batch_size"], row["tg_tps"], row["pp_tps"]]
+        for run in payload["sweep"]["runs"]
+        for row in run["rows"]
+    )
+    return hashlib.sha256(envelope.canonical_bytes(rows)).hexdigest()
+
+
 def fingerprint(payload: dict[str, Any]) -> tuple[str, float | None, float | None]:
     """(shape digest, mean log tg_tps, mean log pp_tps): what the index narrows candidates by."""
-    rows = measured_rows(payload)
+    return _fingerprint(measured_rows(payload))
+
+
+def _fingerprint(rows: Rows) -> tuple[str, float | None, float | None]:
     shape = hashlib.sha256(envelope.canonical_bytes(sorted(list(key) for key in rows))).hexdigest()
     return shape, _mean_log([tg for tg, _ in rows.values()]), _mean_log([pp for _, pp in rows.values()])
 
@@ -68,21 +100,19 @@ def same_measurement(mine: Rows, theirs: Rows) -> bool:
     return mine.keys() == theirs.keys() and same_values(values_of(mine), values_of(theirs))
 
 
-def near_copy(payload: dict[str, Any]) -> Submission | None:
-    """The stored submission this payload's measured rows repeat within TOLERANCE, if any: one query
-    on the near-copy index, which brings each candidate's values (no join whose plan depends on the
+def near_copy(found: Measured) -> Submission | None:
+    """The stored submission these measured rows repeat within TOLERANCE, if any: one query on the
+    near-copy index, which brings each candidate's values (no join whose plan depends on the
     planner's statistics of the rows' tables)."""
-    shape, tg, pp = fingerprint(payload)
-    if tg is None or pp is None:
+    if found.tg_log is None or found.pp_log is None:
         return None
     candidates = (
         Submission.objects.filter(
-            measured_shape=shape,
-            measured_tg_log__range=(tg - LOG_TOLERANCE, tg + LOG_TOLERANCE),
-            measured_pp_log__range=(pp - LOG_TOLERANCE, pp + LOG_TOLERANCE),
+            measured_shape=found.shape,
+            measured_tg_log__range=(found.tg_log - LOG_TOLERANCE, found.tg_log + LOG_TOLERANCE),
+            measured_pp_log__range=(found.pp_log - LOG_TOLERANCE, found.pp_log + LOG_TOLERANCE),
         )
         .order_by("received_at")
         .only("id", "measured_values")[:MAX_CANDIDATES]
     )
-    mine = measured_values(payload)
-    return next((found for found in candidates if same_values(mine, found.measured_values or ())), None)
+    return next((row for row in candidates if same_values(found.values, row.measured_values or ())), None)

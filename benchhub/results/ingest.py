@@ -101,20 +101,20 @@ def _store_verified(verified: VerifiedEnvelope) -> IngestResult:
     except schema.SchemaViolation as error:
         raise IngestError.from_schema(error) from None
     payload_sha256 = hashlib.sha256(verified.opened.payload).hexdigest()
-    measured_sha256 = measured_digest(payload)
-    previous = _previous(verified.key, payload["nonce"], payload_sha256, measured_sha256)
+    measured = copies.measured(payload)
+    previous = _previous(verified.key, payload["nonce"], payload_sha256, measured.sha256)
     if previous is not None:
         return previous
-    _refuse_near_copy(payload)
+    _refuse_near_copy(measured)
     campaign, version = check_against_campaign(payload)
     check_rounds(payload)
     check_created_at(payload, campaign)
     try:
         with transaction.atomic():
-            submission = _store(verified, payload, payload_sha256, campaign, version)
+            submission = _store(verified, payload, payload_sha256, campaign, version, measured=measured)
     except IntegrityError:
         # Another request stored this (key, nonce), these payload bytes or this sweep between our check and our insert.
-        previous = _previous(verified.key, payload["nonce"], payload_sha256, measured_sha256)
+        previous = _previous(verified.key, payload["nonce"], payload_sha256, measured.sha256)
         if previous is None:
             raise
         return previous
@@ -155,8 +155,8 @@ def _previous(key: PublicKey, nonce: str, payload_sha256: str, measured_sha256: 
     return IngestResult(str(stored.id), stored.status, created=False)
 
 
-def _refuse_near_copy(payload: dict[str, Any]) -> None:
-    stored = copies.near_copy(payload)
+def _refuse_near_copy(measured: copies.Measured) -> None:
+    stored = copies.near_copy(measured)
     if stored is not None:
         raise IngestError(
             409,
@@ -213,17 +213,6 @@ def created_at_of(text: str) -> datetime:
     return parsed
 
 
-def measured_digest(payload: dict[str, Any]) -> str:
-    """The fingerprint of a measurement: its (variant, rep, batch size, tg t/s, pp t/s) rows, in a
-    fixed order, whatever the nonce, the key, the order of runs or the other fields say."""
-    rows = sorted(
-        [run["variant"], run["rep"], row["batch_size"], row["tg_tps"], row["pp_tps"]]
-        for run in payload["sweep"]["runs"]
-        for row in run["rows"]
-    )
-    return hashlib.sha256(envelope.canonical_bytes(rows)).hexdigest()
-
-
 def check_rounds(payload: dict[str, Any]) -> None:
     found = len({run["rep"] for run in payload["sweep"]["runs"]})
     if found > rounds.MAX_ROUNDS:
@@ -253,12 +242,13 @@ def submission_row(
     machine: Machine,
     model_file: ModelFile,
     version: CampaignVersion | None = None,
+    measured: copies.Measured | None = None,
 ) -> Submission:
     """The unsaved Submission of a verified, valid payload, judged by the campaign version it ran
-    under (the bench's state generator writes many with bulk_create)."""
+    under (the bench's state generator writes many with bulk_create); `measured` as ingest found it."""
     facts = payload["machine"]
     submission_flags = flags.derive(payload, version.manifest if version else campaign.definition)
-    shape, tg_log, pp_log = copies.fingerprint(payload)
+    measured = measured or copies.measured(payload)
     return Submission(
         campaign=campaign,
         ran_under=version,
@@ -274,11 +264,11 @@ def submission_row(
         quant=model_file.file_type,
         nonce=payload["nonce"],
         payload_sha256=payload_sha256,
-        measured_sha256=measured_digest(payload),
-        measured_shape=shape,
-        measured_tg_log=tg_log,
-        measured_pp_log=pp_log,
-        measured_values=copies.measured_values(payload),
+        measured_sha256=measured.sha256,
+        measured_shape=measured.shape,
+        measured_tg_log=measured.tg_log,
+        measured_pp_log=measured.pp_log,
+        measured_values=measured.values,
         created_at=created_at_of(payload["created_at"]),
         status=Submission.Status.FLAGGED if submission_flags else Submission.Status.ACCEPTED,
         flags=submission_flags,
@@ -300,6 +290,7 @@ def _store(
     campaign: Campaign,
     version: CampaignVersion,
     *,
+    measured: copies.Measured | None = None,
     restored: tuple[str, datetime] | None = None,
 ) -> Submission:
     """`restored`: the (id, received_at) a snapshot gives a submission rebuilt from it (restore.py);
@@ -307,7 +298,7 @@ def _store(
     names.claim_chip(payload["machine"]["chip"])  # one spelling per chip slug (issue 30)
     model_file, new_claim = storage.model_file_claim(payload["model"])
     machine = storage.machine_row(payload["machine"])
-    submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file, version)
+    submission = submission_row(verified.key, payload, payload_sha256, campaign, machine, model_file, version, measured)
     if restored is not None:
         submission.id = restored[0]
     submission.save(force_insert=True)

@@ -33,6 +33,7 @@ from benchhub_protocol.rounds import (
     judge_sweep,
     stop_reason,
 )
+from benchhub_protocol.words import DIRECTIONAL, WITHIN
 
 VARIANTS = ("upstream", "01", "01+02")
 CAMPAIGN_SIZES = (1, 2, 3, 4, 5, 8, 9, 12, 16)
@@ -118,7 +119,7 @@ def simulate_sweep(world: World, rng: random.Random, max_seconds: float = DEFAUL
 
 def summarise(world: World, sweeps: list[dict[str, Any]]) -> dict[str, Any]:
     cells = [word for sweep in sweeps for word in sweep["verdicts"]]
-    false = sum(word in ("faster", "slower") for word in cells)
+    false = sum(word in DIRECTIONAL for word in cells)
     reasons = {
         reason: sum(sweep["reason"] == reason for sweep in sweeps) / len(sweeps)
         for reason in ("settled", "time", "rounds")
@@ -126,8 +127,8 @@ def summarise(world: World, sweeps: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "world": world.label,
         "cells_false": false / len(cells),
-        "sweeps_any_false": sum(any(w in ("faster", "slower") for w in s["verdicts"]) for s in sweeps) / len(sweeps),
-        "cells_within": sum(word == "within" for word in cells) / len(cells),
+        "sweeps_any_false": sum(any(w in DIRECTIONAL for w in s["verdicts"]) for s in sweeps) / len(sweeps),
+        "cells_within": sum(word == WITHIN for word in cells) / len(cells),
         "median_stop_min": statistics.median(sweep["seconds"] for sweep in sweeps) / 60,
         "median_cycles": statistics.median(sweep["cycles"] for sweep in sweeps),
         "reasons": reasons,

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Recompute every benchhub leaderboard cell from the public snapshot, and compare with the live API.
 
-Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub. It
+Standalone on purpose: the Python standard library and PyNaCl, nothing from benchhub, so that anyone
+can check the leaderboard with one file they can read, without installing or trusting the code it
+checks. That is why it carries its own copy of the rules (the verdict words, the statistics of
+docs/protocol.md section 7), the one copy outside benchhub_protocol: tests/recompute/test_rules.py and
+tests/protocol/test_validity_recompute.py hold it equal to the shared package, constant for constant
+and cell for cell. It
   1. reads the snapshot (GET /api/v1/snapshot/, checked against its stated SHA-256, or a saved .jsonl.gz file),
   2. verifies every submission envelope (DSSE over Ed25519) against its contributor's listed keys,
   3. recomputes every cell by docs/protocol.md section 7 (cells version 4), judging each submission by

@@ -268,7 +268,7 @@ class LeaderboardRowSerializer(serializers.ModelSerializer[LeaderboardCell]):
 
     class Meta:
         model = LeaderboardCell
-        fields = board.CellRow._fields
+        fields = board.CELL_FIELDS
         extra_kwargs: ClassVar[dict[str, dict[str, str]]] = {
             name: {"help_text": text} for name, text in ROW_HELP.items()
         }

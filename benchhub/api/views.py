@@ -165,7 +165,7 @@ def leaderboard_json(campaign: Campaign, cells: QuerySet[LeaderboardCell], condi
 
     def render() -> bytes:
         ordered = cells.order_by("chip", "gpu_cores", "model_sha256", "backend", "batch_size", "variant", "commit")
-        rows = [row.as_api() for row in board.cell_rows(ordered)]
+        rows = board.api_rows(ordered)
         return JSONRenderer().render({"campaign": campaign.slug, "baseline": campaign.baseline, "rows": rows})
 
     return cached_render("leaderboard", (campaign.pk, sorted(conditions.items())), cells, render)

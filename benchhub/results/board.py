@@ -3,19 +3,19 @@
 A *group* is the cells of one (campaign, chip, GPU core count, model file, backend) at one campaign
 version: what one submission touches, what one refresh recomputes (cells.py), and the family whose
 verdicts are controlled together (docs/protocol.md, section 7). A chip's page shows many groups.
-`CellRow` is one stored cell and `HeadlineRow` one variant's headline in a group, read as tuples
-(pages hold hundreds of cells); the API's leaderboard, the Markdown export and the templates all
-read these two types, and `CellRow.as_api` is the one serialised form of a cell (its fields are the
-API's). The measurements CSV joins each measurement's stored cell in SQL (api/exports.py).
+`CellRow` is one stored cell and `HeadlineRow` one variant's headline in a group: the judgement
+(benchhub_protocol.stats.Judged, declared once) and what places and counts it. The pages, the
+Markdown export and the templates read these two types; the API's leaderboard writes `api_rows`, a
+CellRow's fields in its order read straight from the query. The measurements CSV joins each
+measurement's stored cell in SQL (api/exports.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, fields
+from typing import Any
 
-from benchhub_protocol.stats import verdict_label
-from benchhub_protocol.words import TOO_FEW
+from benchhub_protocol.stats import HeadlineStats, Judged, verdict_label
 from django.db.models import QuerySet
 from django.utils.text import slugify
 
@@ -60,9 +60,9 @@ class Group:
         return Submission.objects.filter(cells_refreshed_at__isnull=True, **self.filter())
 
 
-class CellRow(NamedTuple):
-    """One stored cell (LeaderboardCell), as every reader reads it, its fields in the order the API
-    writes them (docs/protocol.md, "Row fields"; then backend and control)."""
+@dataclass
+class _CellPlace:
+    """Which cell it is, and its throughput: what the API writes before the judgement."""
 
     chip: str
     gpu_cores: int | None
@@ -74,16 +74,12 @@ class CellRow(NamedTuple):
     batch_size: int
     baseline_tg_tps: float | None
     tg_tps: float | None
-    speedup: float | None
-    interval: str | None
-    ci_low: float | None
-    ci_high: float | None
-    predict_low: float | None
-    predict_high: float | None
-    predict_level: float | None
-    tau: float | None
-    i2: float | None
-    verdict: str
+
+
+@dataclass
+class _CellCounts:
+    """What the cell stands under and counts: what the API writes after the judgement."""
+
     min_effect: float
     campaign_version: int
     superseded: bool
@@ -95,16 +91,23 @@ class CellRow(NamedTuple):
     backend: str
     control: bool
 
+
+@dataclass(slots=True)
+class CellRow(_CellCounts, Judged, _CellPlace):
+    """One stored cell (LeaderboardCell), as every reader reads it. A dataclass lists its bases' fields
+    from the last base to the first, so these are the API's fields in its order (docs/protocol.md,
+    "Row fields"; then backend and control): the place, the judgement (stats.Judged), the counts."""
+
     @property
     def verdict_text(self) -> str:
         return verdict_label(self.verdict, self.min_effect)
 
-    def as_api(self) -> dict[str, Any]:
-        """The row as the API writes it (and the snapshot's readers and recompute_cells.py compare)."""
-        return self._asdict()
+
+CELL_FIELDS = tuple(field.name for field in fields(CellRow))
 
 
-class HeadlineRow(NamedTuple):
+@dataclass(slots=True)
+class HeadlineRow(HeadlineStats):
     """One variant's headline in a group (results.models.Headline): per machine the geometric mean
     over the campaign's headline batch sizes, then the typical machine's figure with its interval,
     prediction and verdict, as a cell's. A published line's headline has no interval and 0 machines."""
@@ -114,24 +117,22 @@ class HeadlineRow(NamedTuple):
     model_sha256: str
     variant: str
     batch_sizes: tuple[int, ...]
-    speedup: float | None
-    interval: str | None
-    ci_low: float | None
-    ci_high: float | None
-    n_machines: int
-    verdict: str = TOO_FEW
     backend: str = ""
     commit: str = ""
     control: bool = False
-    predict_low: float | None = None
-    predict_high: float | None = None
-    predict_level: float | None = None
-    tau: float | None = None
-    i2: float | None = None
+
+
+HEADLINE_FIELDS = tuple(field.name for field in fields(HeadlineRow))
 
 
 def cell_rows(cells: QuerySet[LeaderboardCell]) -> list[CellRow]:
-    return [CellRow(*values) for values in cells.values_list(*CellRow._fields)]
+    return [CellRow(*values) for values in cells.values_list(*CELL_FIELDS)]
+
+
+def api_rows(cells: QuerySet[LeaderboardCell]) -> list[dict[str, Any]]:
+    """The cells as the API writes them (and the snapshot's readers and recompute_cells.py compare):
+    a CellRow's fields in its order, read straight into dicts, as a board holds thousands."""
+    return list(cells.values(*CELL_FIELDS))
 
 
 def current_cell_rows(**filters: Any) -> list[CellRow]:
@@ -140,8 +141,10 @@ def current_cell_rows(**filters: Any) -> list[CellRow]:
 
 
 def headline_rows(headlines: QuerySet[Headline]) -> list[HeadlineRow]:
-    rows = (HeadlineRow(*values) for values in headlines.values_list(*HeadlineRow._fields))
-    return [row._replace(batch_sizes=tuple(row.batch_sizes)) for row in rows]  # stored as a JSON list
+    rows = [HeadlineRow(*values) for values in headlines.values_list(*HEADLINE_FIELDS)]
+    for row in rows:
+        row.batch_sizes = tuple(row.batch_sizes)  # stored as a JSON list
+    return rows
 
 
 def current_headline_rows(**filters: Any) -> list[HeadlineRow]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -59,7 +59,7 @@ def _chip_comparison(
     for index, (model, quant, sha256, backend, control) in enumerate(files):
         title = f"{model} ({quant}){f', {control_label(backend)}' if control else ''}"
         same_model = [c for c in cells if (c.model_sha256, c.backend) == (sha256, backend)]
-        series = speedup_series([c._replace(control=False) for c in same_model], [], quant, variant)
+        series = speedup_series([replace(c, control=False) for c in same_model], [], quant, variant)
         chart_list.append(
             Chart(
                 f"compare-{index}",

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import geometric_mean
 
+from benchhub_protocol.stats import Judged
 from benchhub_protocol.words import DIRECTIONAL, TOO_FEW, headline_sizes, in_headline
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -91,7 +92,11 @@ def headline(points: Iterable[tuple[int, float]]) -> ShownHeadline | None:
     if not used:
         return None
     figure = geometric_mean(value for _, value in used)
-    return ShownHeadline(HeadlineRow("", None, "", "", tuple(bs for bs, _ in used), figure, None, None, None, 0, ""))
+    judged = vars(Judged.point(figure, verdict=""))
+    sizes = tuple(bs for bs, _ in used)
+    return ShownHeadline(
+        HeadlineRow(**judged, n_machines=0, chip="", gpu_cores=None, model_sha256="", variant="", batch_sizes=sizes)
+    )
 
 
 def shown_headline(row: HeadlineRow | None) -> ShownHeadline | None:

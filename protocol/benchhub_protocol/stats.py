@@ -107,10 +107,13 @@ class Row:
     n_cycles: int
 
 
-@dataclass(frozen=True)
-class CellStats:
-    baseline_tg_tps: float | None
-    tg_tps: float | None
+@dataclass
+class Judged:
+    """What judging a cell or a headline gives: the typical machine's figure, its interval, where one
+    more machine falls and the verdict. Declared once: CellStats, HeadlineStats and the service's read
+    rows (benchhub.results.board) extend it. Not frozen, as none of them can be then: a page reads
+    hundreds of rows, and a frozen one takes ten times as long to build as a tuple."""
+
     speedup: float | None
     interval: str | None  # INTERVAL_LABEL, or None below MIN_MACHINES
     ci_low: float | None
@@ -121,23 +124,24 @@ class CellStats:
     tau: float | None
     i2: float | None
     verdict: str
+
+    @classmethod
+    def point(cls, speedup: float | None, verdict: str = TOO_FEW) -> Judged:
+        """A figure without an interval: too few machines, or a published line's."""
+        return cls(speedup, None, None, None, None, None, None, None, None, verdict)
+
+
+@dataclass
+class CellStats(Judged):
+    baseline_tg_tps: float | None
+    tg_tps: float | None
     n_machines: int
     n_submissions: int
     n_contributors: int
 
 
-@dataclass(frozen=True)
-class HeadlineStats:
-    speedup: float | None
-    interval: str | None
-    ci_low: float | None
-    ci_high: float | None
-    predict_low: float | None
-    predict_high: float | None
-    predict_level: float | None
-    tau: float | None
-    i2: float | None
-    verdict: str
+@dataclass
+class HeadlineStats(Judged):
     n_machines: int
 
 
@@ -186,27 +190,13 @@ def spread_beyond(found: meta.Pooled, min_effect: float, n_tests: int) -> bool:
     return reaches and found.heterogeneity_p() < (1.0 - CONFIDENCE) / n_tests
 
 
-@dataclass(frozen=True)
-class _Judged:
-    speedup: float | None
-    interval: str | None
-    ci_low: float | None
-    ci_high: float | None
-    predict_low: float | None
-    predict_high: float | None
-    predict_level: float | None
-    tau: float | None
-    i2: float | None
-    verdict: str
-
-
-def _judge(machines: meta.Machines, n_tests: int, min_effect: float, predict_cycles: int) -> _Judged:
+def _judge(machines: meta.Machines, n_tests: int, min_effect: float, predict_cycles: int) -> Judged:
     if not machines:
-        return _Judged(None, None, None, None, None, None, None, None, None, TOO_FEW)
+        return Judged.point(None)
     found = meta.pool(machines)
     speedup = math.exp(found.mean)
     if found.k < MIN_MACHINES:
-        return _Judged(speedup, None, None, None, None, None, None, None, None, TOO_FEW)
+        return Judged.point(speedup)
     low, high = (math.exp(bound) for bound in meta.confidence_bounds(found, 1.0 - (1.0 - CONFIDENCE) / n_tests))
     predict_low, predict_high = (
         math.exp(bound) for bound in meta.prediction_bounds(found, PREDICT_LEVEL, predict_cycles)
@@ -219,7 +209,7 @@ def _judge(machines: meta.Machines, n_tests: int, min_effect: float, predict_cyc
         predict=(predict_low, predict_high),
         varies=spread_beyond(found, min_effect, n_tests),
     )
-    return _Judged(
+    return Judged(
         speedup, INTERVAL_LABEL, low, high, predict_low, predict_high, PREDICT_LEVEL, found.tau, found.i2, verdict
     )
 
@@ -388,38 +378,17 @@ def judge_page(page: PageSummary, *, min_effect: float, predict_cycles: int = PR
         judged = _judge(summary.machines, n_tests, min_effect, predict_cycles)
         baseline = summary.baseline_tg_tps
         found_cells[key] = CellStats(
+            **vars(judged),
             baseline_tg_tps=baseline,
             tg_tps=None if baseline is None or judged.speedup is None else baseline * judged.speedup,
-            speedup=judged.speedup,
-            interval=judged.interval,
-            ci_low=judged.ci_low,
-            ci_high=judged.ci_high,
-            predict_low=judged.predict_low,
-            predict_high=judged.predict_high,
-            predict_level=judged.predict_level,
-            tau=judged.tau,
-            i2=judged.i2,
-            verdict=judged.verdict,
             n_machines=len(summary.machines),
             n_submissions=summary.n_submissions,
             n_contributors=summary.n_contributors,
         )
-    headlines = {}
-    for pair, machines in page.headlines.items():
-        judged = _judge(machines, n_tests, min_effect, predict_cycles)
-        headlines[pair] = HeadlineStats(
-            speedup=judged.speedup,
-            interval=judged.interval,
-            ci_low=judged.ci_low,
-            ci_high=judged.ci_high,
-            predict_low=judged.predict_low,
-            predict_high=judged.predict_high,
-            predict_level=judged.predict_level,
-            tau=judged.tau,
-            i2=judged.i2,
-            verdict=judged.verdict,
-            n_machines=len(machines),
-        )
+    headlines = {
+        pair: HeadlineStats(**vars(_judge(machines, n_tests, min_effect, predict_cycles)), n_machines=len(machines))
+        for pair, machines in page.headlines.items()
+    }
     return PageStats(found_cells, headlines)
 
 
@@ -455,7 +424,7 @@ _EVIDENCE_ORDER = {
 }
 
 
-class Judged(Protocol):
+class Ranked(Protocol):
     """What the ranking's order reads of a headline: a HeadlineStats, or a stored headline read back."""
 
     @property
@@ -466,7 +435,7 @@ class Judged(Protocol):
     def n_machines(self) -> int: ...
 
 
-def evidence_key(h: Judged) -> tuple[int, float, int]:
+def evidence_key(h: Ranked) -> tuple[int, float, int]:
     """Sort key (ascending) for the ranking, by what the data support: established gains first,
     then unclear lines, lines whose machines disagree, within and slower lines, lines without an
     interval last; inside each group the higher lower bound of the page-wise interval first (the

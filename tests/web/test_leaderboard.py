@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from benchhub.results.board import CellRow
+from benchhub.results.board import CellRow, HeadlineRow
 from benchhub.web import leaderboard
 from benchhub.web import series as chart_series
 
@@ -80,6 +80,14 @@ UNSTATED: dict[str, Any] = {
 def row(**fields: Any) -> CellRow:
     """A CellRow from the fields a test names, the others as UNSTATED says."""
     return CellRow(**(UNSTATED | fields))
+
+
+def headline_row(**fields: Any) -> HeadlineRow:
+    """A HeadlineRow from the fields a test names, the others as UNSTATED says."""
+    unstated = {
+        name: UNSTATED[name] for name in ("predict_low", "predict_high", "predict_level", "tau", "i2", "verdict")
+    }
+    return HeadlineRow(**({"variant": "01"} | unstated | fields))
 
 
 @dataclass

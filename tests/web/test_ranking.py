@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from benchhub.results.board import HeadlineRow
 from benchhub.web.ranking import headline, rank, ranking_rows, verdict_summary
 
-from .test_leaderboard import Cell, Ref
+from .test_leaderboard import Cell, Ref, headline_row
 
 
 def stored(
     chip: str, cores: int, speedup: float | None, interval: str | None = None, n: int = 1, **bounds: float
 ) -> HeadlineRow:
-    sha = "iq2_xxs" * 8
-    return HeadlineRow(
-        chip, cores, sha, "01", (2, 3, 4, 5, 8), speedup, interval, bounds.get("low"), bounds.get("high"), n
+    where = {"chip": chip, "gpu_cores": cores, "model_sha256": "iq2_xxs" * 8, "batch_sizes": (2, 3, 4, 5, 8)}
+    return headline_row(
+        **where, speedup=speedup, interval=interval, ci_low=bounds.get("low"), ci_high=bounds.get("high"), n_machines=n
     )
 
 
@@ -44,7 +45,7 @@ def test_a_crowd_headline_says_what_its_interval_is() -> None:
 
 def test_it_words_the_verdict_of_bs_2_to_8() -> None:
     same = [
-        Cell("Apple M4", 10, "IQ2_XXS", "01", bs, 100, 140, 1.4, 1.3, 1.5, n_submissions=7)._replace(verdict="faster")
+        replace(Cell("Apple M4", 10, "IQ2_XXS", "01", bs, 100, 140, 1.4, 1.3, 1.5, n_submissions=7), verdict="faster")
         for bs in (2, 4)
     ]
     assert verdict_summary(same) == "faster"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from benchhub.results.board import HeadlineRow
@@ -9,7 +11,7 @@ from benchhub.web import words
 from benchhub.web.leaderboard import cell_view
 from benchhub.web.ranking import rank
 
-from .test_leaderboard import Cell
+from .test_leaderboard import Cell, headline_row
 
 
 @pytest.mark.parametrize(
@@ -50,7 +52,8 @@ def test_within_is_written_from_the_campaigns_threshold() -> None:
 
 
 def test_a_cell_labels_its_interval_its_prediction_and_its_pending_machines() -> None:
-    cell = Cell("Apple M4", 10, "IQ2_XXS", "01", 4, 100, 106, 1.06, 1.03, 1.09, n_submissions=8)._replace(
+    cell = replace(
+        Cell("Apple M4", 10, "IQ2_XXS", "01", 4, 100, 106, 1.06, 1.03, 1.09, n_submissions=8),
         interval="95%, page-wise",
         verdict="within",
         predict_low=1.01,
@@ -69,15 +72,16 @@ def test_a_cell_labels_its_interval_its_prediction_and_its_pending_machines() ->
         "8 submissions, 1 contributor",
         "2 machines pending",
     ]
-    ranged = cell_view(cell._replace(interval="range", predict_low=None, predict_high=None), 4)
+    ranged = cell_view(replace(cell, interval="range", predict_low=None, predict_high=None), 4)
     assert ranged.details[0] == "range +3…+9 · n=8" and "95%" not in ranged.full
     assert ranged.full.startswith("range of 8 machines: +3% to +9%")
-    waiting = cell_view(cell._replace(n_machines=0, n_pending=1), 4)
+    waiting = cell_view(replace(cell, n_machines=0, n_pending=1), 4)
     assert (waiting.text, waiting.details[0]) == ("pending", "1 machine pending")
 
 
 def test_a_cell_whose_machines_disagree_says_so_and_how_much() -> None:
-    cell = Cell("Apple M4", 10, "IQ2_XXS", "01", 4, 100, 100.5, 1.005, 0.98, 1.03, n_submissions=20)._replace(
+    cell = replace(
+        Cell("Apple M4", 10, "IQ2_XXS", "01", 4, 100, 100.5, 1.005, 0.98, 1.03, n_submissions=20),
         interval="95%, page-wise",
         verdict="varies by machine",
         predict_low=0.95,
@@ -96,12 +100,15 @@ def test_a_cell_whose_machines_disagree_says_so_and_how_much() -> None:
 
 
 def headline(chip: str, speedup: float, low: float, high: float, verdict: str, n: int) -> HeadlineRow:
-    return HeadlineRow(chip, 10, "a" * 64, "01", (2, 4, 8), speedup, "95%, page-wise", low, high, n, verdict)
+    where = {"chip": chip, "gpu_cores": 10, "model_sha256": "a" * 64, "batch_sizes": (2, 4, 8)}
+    return headline_row(
+        **where, speedup=speedup, interval="95%, page-wise", ci_low=low, ci_high=high, n_machines=n, verdict=verdict
+    )
 
 
 def test_the_ranking_orders_by_evidence_not_by_the_point_estimate() -> None:
     chips = ("Apple M1", "Apple M2", "Apple M3", "Apple M4")
-    cells = [Cell(chip, 10, "IQ2_XXS", "01", 4, 100, 110, 1.1)._replace(model_sha256="a" * 64) for chip in chips]
+    cells = [replace(Cell(chip, 10, "IQ2_XXS", "01", 4, 100, 110, 1.1), model_sha256="a" * 64) for chip in chips]
     headlines = [
         headline("Apple M1", 1.30, 0.90, 1.70, "unclear", 3),  # the largest estimate, on little evidence
         headline("Apple M2", 1.06, 1.04, 1.08, "faster", 12),
@@ -116,7 +123,7 @@ def test_the_ranking_orders_by_evidence_not_by_the_point_estimate() -> None:
 
 
 def test_a_control_line_is_flagged_and_says_which_backend_the_patches_do_not_touch() -> None:
-    cell = Cell("NVIDIA H200", None, "IQ2_XXS", "01", 4, 100, 99, 0.99)._replace(backend="cuda", control=True)
+    cell = replace(Cell("NVIDIA H200", None, "IQ2_XXS", "01", 4, 100, 99, 0.99), backend="cuda", control=True)
     [line] = rank([cell], [], [], "01")
     assert line.control and line.control_label == "control: the patches do not touch CUDA"
 

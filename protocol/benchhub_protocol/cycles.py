@@ -50,17 +50,17 @@ def balanced_spread(runs: Sequence[dict[str, Any]], batch_size: int) -> tuple[fl
     rounds with a row from every variant form a balanced design (each variant equally often in each
     position), where the effects are plain marginal means; None otherwise (and for one cycle of two
     variants, which leaves no degree of freedom)."""
-    log_speeds = _log_speeds(runs).get(batch_size, {})
+    log_speeds = _log_speeds(runs, only=batch_size).get(batch_size, {})
     names = sorted({run["variant"] for run in runs})
     return _fit(log_speeds, run_positions(runs), names, {run["rep"] for run in runs})
 
 
-def _log_speeds(runs: Sequence[dict[str, Any]]) -> dict[int, dict[tuple[str, int], float]]:
-    """log tg_tps by batch size, then (variant, rep), for the rows with a positive rate."""
+def _log_speeds(runs: Sequence[dict[str, Any]], only: int | None = None) -> dict[int, dict[tuple[str, int], float]]:
+    """log tg_tps by batch size (`only` that one), then (variant, rep), for the rows with a positive rate."""
     found: dict[int, dict[tuple[str, int], float]] = {}
     for run in runs:
         for row in run["rows"]:
-            if row["tg_tps"] > 0:
+            if row["tg_tps"] > 0 and (only is None or row["batch_size"] == only):
                 found.setdefault(row["batch_size"], {})[(run["variant"], run["rep"])] = math.log(row["tg_tps"])
     return found
 

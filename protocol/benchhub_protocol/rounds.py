@@ -118,12 +118,23 @@ def cell_estimate(
     run's log speed after round, variant and position effects: a slow process or a slow position then
     neither moves the centre nor hides in the spread of the ratios. Otherwise (an aborted run, a hand-made
     payload) it is the t interval of the round-paired log ratios. None below two paired rounds."""
+    return _cell_estimate(runs, variant, baseline, batch_size, n_tests, _balanced_spread(runs, batch_size))
+
+
+def _cell_estimate(
+    runs: list[dict[str, Any]],
+    variant: str,
+    baseline: str,
+    batch_size: int,
+    n_tests: int,
+    fitted: tuple[float, int, int] | None,
+) -> CellEstimate | None:
+    """cell_estimate with the batch size's balanced fit given (it is the same for every variant)."""
     ratios = round_ratios(runs, variant, baseline, batch_size)
     if len(ratios) < MIN_ROUNDS:
         return None
     logs = [math.log(ratio) for ratio in ratios]
     centre = statistics.fmean(logs)
-    fitted = _balanced_spread(runs, batch_size)
     if fitted is not None and fitted[2] == len(ratios):
         spread, df, n_rounds = fitted
         return _interval(centre, spread * math.sqrt(2 / n_rounds), df, n_rounds, spread, n_tests)
@@ -133,9 +144,11 @@ def cell_estimate(
 
 def cell_estimates(sweep: dict[str, Any], baseline: str) -> dict[tuple[str, int], CellEstimate | None]:
     """Every non-baseline cell of a sweep (docs/protocol.md section 4), keyed by (variant, batch size)."""
-    variants = dict.fromkeys(run["variant"] for run in sweep["runs"] if run["variant"] != baseline)
+    runs = sweep["runs"]
+    variants = dict.fromkeys(run["variant"] for run in runs if run["variant"] != baseline)
+    fits = {size: _balanced_spread(runs, size) for size in sweep["batch_sizes"]}
     return {
-        (variant, size): cell_estimate(sweep["runs"], variant, baseline, size)
+        (variant, size): _cell_estimate(runs, variant, baseline, size, 1, fits[size])
         for variant in variants
         for size in sweep["batch_sizes"]
     }

@@ -137,9 +137,10 @@ def table(payload: dict[str, Any]) -> str:
     n_cycles = max((cell["n_cycles"] for cell in all_cells), default=0)
     stopped = f", stopped: {sweep['stop_reason']}" if sweep.get("stop_reason") else ""
     cycles = f"{n_cycles} whole cycle{'' if n_cycles == 1 else 's'}"
+    # A machine's own name can be long ("Intel(R) Xeon(R) Processor @ 2.60GHz"): the heading wraps too.
     title = [
-        f"Decode t/s (S_TG), {model['file_name']} {model['file_type']}",
-        f"on {machine['chip']} ({machine['backend']}): {rounds} rounds, {cycles}{stopped}.",
+        _wrapped(f"Decode t/s (S_TG), {model['file_name']} {model['file_type']}"),
+        _wrapped(f"on {machine['chip']} ({machine['backend']}): {rounds} rounds, {cycles}{stopped}."),
         "change: the site's number (median over cycles); interval: 95% at every look;",
         f"verdict at min_effect {min_effect_of(payload) * 100:g}%.",
     ]

@@ -190,6 +190,11 @@ def test_the_newcomers_cpu_run_renders_in_80_columns_and_never_prints_a_change_a
     text = report.table(recorded)
     assert max(len(line) for line in text.splitlines()) <= 80, text
     assert "[<-90%, >+900%]" in text and "stopped: time" in text
+    # A long machine name (a CI machine's CPU printed a 90-column heading) wraps like the rest.
+    recorded["machine"]["chip"] = "Intel(R) Xeon(R) Processor @ 2.60GHz with a name longer than most"
+    text = report.table(recorded)
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "on Intel(R) Xeon(R) Processor @ 2.60GHz" in text and "\n  " in text
     rows = [line for line in _markdown(recorded, None).splitlines() if line.startswith("| 01")]
     assert rows and all(cell.strip().endswith("unclear") for row in rows for cell in row.split("|")[4:-1])
 
